@@ -1,0 +1,21 @@
+"""exporter: non-strict PyTorch export without Dynamo.
+
+    import exporter
+    ep = exporter.export(model, (x,), {"mask": mask})   # a torch.export.ExportedProgram
+"""
+
+from ._errors import ExportError, InputSpecError, PassError, TraceError, VerificationError
+from ._pipeline import DEFAULT_PASSES, export
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "export",
+    "DEFAULT_PASSES",
+    "ExportError",
+    "InputSpecError",
+    "TraceError",
+    "PassError",
+    "VerificationError",
+    "__version__",
+]

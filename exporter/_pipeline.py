@@ -1,0 +1,122 @@
+"""inputs -> trace -> passes -> program -> verify."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from passes import (
+    eliminate_dead_code,
+    lift_constants,
+    name_placeholders,
+    normalize_module_stack,
+    restore_fqns,
+)
+from verifier import verify_graph, verify_program
+
+from ._errors import ExportError, PassError, VerificationError
+from ._inputs import bind_inputs
+from ._program import build_program
+from ._state import ExportState
+from ._trace import trace
+
+__all__ = ["DEFAULT_PASSES", "export", "run_passes"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PASSES: tuple[Callable[[ExportState], bool], ...] = (
+    eliminate_dead_code,
+    lift_constants,
+    restore_fqns,
+    name_placeholders,
+    normalize_module_stack,
+)
+
+_VERIFY_EACH_PASS = "EXPORTER_VERIFY_EACH_PASS"
+
+
+def run_passes(state: ExportState, passes=DEFAULT_PASSES) -> None:
+    """Run ``passes`` in order; a failure names the pass and the ones that ran before it."""
+    verify_each = os.environ.get(_VERIFY_EACH_PASS, "") not in ("", "0")
+    done: list[str] = []
+    for p in passes:
+        name = p.__name__
+        start = time.perf_counter()
+        try:
+            changed = p(state)
+            if verify_each:
+                verify_graph(state.gm, state.input_specs)
+        except VerificationError as e:
+            e.message = f"after pass {name}: {e.message}"
+            raise
+        except ExportError as e:
+            raise PassError(
+                f"pass {name} failed: {e.message}",
+                pass_name=name,
+                completed=tuple(done),
+                hint=e.hint,
+                location=e.location,
+                category=e.category,
+            ) from e
+        except Exception as e:
+            after = f" (after {', '.join(done)})" if done else ""
+            raise PassError(
+                f"pass {name} failed{after}: {type(e).__name__}: {e}",
+                pass_name=name,
+                completed=tuple(done),
+                hint="this is a bug in exporter; please report it with the model",
+            ) from e
+        state.timings[f"pass:{name}"] = time.perf_counter() - start
+        log.debug("pass %s %s", name, "changed the graph" if changed else "made no change")
+        done.append(name)
+
+
+def export(
+    model: torch.nn.Module,
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    *,
+    dynamic_shapes: Any = None,
+) -> torch.export.ExportedProgram:
+    """Export ``model`` on example inputs to a functional ATen ``torch.export.ExportedProgram``.
+
+    The program is equivalent to
+    ``torch.export.export(model, args, kwargs, strict=False).run_decompositions({})``:
+    post-autograd, functional ATen (functional composite ops such as ``aten.linear`` kept
+    whole), with a graph signature whose inputs are parameters (``p_``), buffers (``b_``),
+    constants (``c_``) and user inputs, and whose outputs are buffer/input mutations
+    followed by the user outputs.  ``model`` is left exactly as it was, also on failure.
+
+    Raises:
+        InputSpecError: ``args``/``kwargs`` do not fit ``model.forward``.
+        TraceError: running the model on fake tensors failed, or did something a program
+            cannot express; the error names the category and the user's source line.
+        PassError, VerificationError: a bug in exporter (please report).
+    """
+    if dynamic_shapes is not None:
+        raise NotImplementedError("dynamic_shapes is not supported yet")
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    bound = bind_inputs(model, args, kwargs)
+    state = trace(model, bound)
+    timings["trace"] = time.perf_counter() - start
+    state.timings.update(timings)
+    run_passes(state)
+    start = time.perf_counter()
+    try:
+        program = build_program(state)
+    except Exception as e:
+        raise VerificationError(
+            f"torch rejected the program: {type(e).__name__}: {e}",
+            rule="exported-program",
+            hint="this is a bug in exporter; please report it with the model",
+        ) from e
+    verify_program(program)
+    state.timings["program"] = time.perf_counter() - start
+    program._exporter_timings = dict(state.timings)
+    return program

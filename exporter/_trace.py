@@ -1,0 +1,391 @@
+"""Run the real module under fake tensors and record functional, post-autograd ATen.
+
+One trace does it all:
+
+* one ``FakeTensorMode`` (with a ``ShapeEnv``) makes fake parameters, buffers and inputs;
+* the module's parameters and buffers are swapped for the fakes by a reparametrization
+  context that keeps tied weights tied, then swapped back;
+* ``make_fx`` (below autograd, recording the module stack) sees every ATen op through a
+  ``FunctionalTensorMode``, so in-place and out= ops come out functional and views stay views;
+* after forward returns, each input is synced: a parameter, buffer or user input whose
+  data changed becomes an extra graph output, ahead of the user outputs.
+
+The result is an ``ExportState`` whose graph still has make_fx's placeholder names and
+``_tensor_constant`` attributes; the passes turn it into export IR.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import traceback
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import torch
+import torch.utils._pytree as pytree
+from torch._dispatch.python import enable_python_dispatcher
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensorMode,
+    UnsupportedOperatorException,
+)
+from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+from torch.export.graph_signature import (
+    ConstantArgument,
+    InputKind,
+    InputSpec,
+    OutputKind,
+    OutputSpec,
+    SymIntArgument,
+    TensorArgument,
+)
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, ShapeEnv
+from torch.nn.utils.stateless import _reparametrize_module
+
+from ._composites import EXPORT_LOCK, keep_composites_whole
+from ._errors import ExportError, TraceError
+from ._inputs import BoundInputs, describe_path
+from ._preserve import module_preserved
+from ._state import ExportState
+
+__all__ = ["trace"]
+
+log = logging.getLogger(__name__)
+
+
+@attrs.define
+class _Recorded:
+    """What the traced function learns while it runs, read back after make_fx returns."""
+
+    out_spec: pytree.TreeSpec | None = None
+    mutated: list[int] = attrs.field(factory=list)
+    """Flat input indices (state first, then user leaves) whose data changed, in input order."""
+
+
+def _named_state(root: torch.nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    params = dict(root.named_parameters(remove_duplicate=False))
+    buffers = dict(root.named_buffers(remove_duplicate=False))
+    return params, buffers
+
+
+def non_persistent_buffer_names(root: torch.nn.Module) -> set[str]:
+    """FQNs (all aliases) of buffers registered with ``persistent=False``."""
+    names = set()
+    for prefix, module in root.named_modules(remove_duplicate=False):
+        for name in module._non_persistent_buffers_set:
+            if module._buffers.get(name) is not None:
+                names.add(f"{prefix}.{name}" if prefix else name)
+    return names
+
+
+def constant_attribute_fqns(root: torch.nn.Module) -> dict[int, list[str]]:
+    """id(tensor) -> FQNs of plain tensor attributes (neither parameter nor buffer), in module order."""
+    state_ids = {id(t) for t in root.parameters()} | {id(t) for t in root.buffers()}
+    found: dict[int, list[str]] = {}
+    for prefix, module in root.named_modules(remove_duplicate=False):
+        for name, value in vars(module).items():
+            if isinstance(value, torch.Tensor) and id(value) not in state_ids:
+                found.setdefault(id(value), []).append(f"{prefix}.{name}" if prefix else name)
+    return found
+
+
+def _new_fake_mode(root: torch.nn.Module) -> FakeTensorMode:
+    code = getattr(type(root).forward, "__code__", None)
+    co_fields = (
+        {"co_name": code.co_name, "co_filename": code.co_filename, "co_firstlineno": code.co_firstlineno}
+        if code is not None
+        else {}
+    )
+    shape_env = ShapeEnv(tracked_fakes=[], co_fields=co_fields, trace_asserts=True)
+    return FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True, export=True)
+
+
+@contextlib.contextmanager
+def _tracing_environment() -> Iterator[None]:
+    """Global switches for the duration of a trace, all restored on exit.
+
+    * ``torch.compiler.is_compiling()`` / ``is_exporting()`` report True, so libraries take
+      their export-friendly code paths;
+    * mkldnn and nnpack are off, so convolutions are not routed to backend-specific kernels;
+    * grad mode set inside forward does not leak out of the export.
+    """
+    compiler = torch.compiler
+    saved_flags = (compiler._is_compiling_flag, compiler._is_exporting_flag)
+    saved_mkldnn = torch.backends.mkldnn.set_flags(False)
+    saved_nnpack = torch.backends.nnpack.set_flags(False)
+    grad_enabled = torch.is_grad_enabled()
+    compiler._is_compiling_flag = True
+    compiler._is_exporting_flag = True
+    try:
+        yield
+    finally:
+        compiler._is_compiling_flag, compiler._is_exporting_flag = saved_flags
+        torch.backends.mkldnn.set_flags(*saved_mkldnn)
+        torch.backends.nnpack.set_flags(*saved_nnpack)
+        torch.set_grad_enabled(grad_enabled)
+
+
+def _to_functional(value: Any) -> Any:
+    return FunctionalTensor.to_functional(value) if isinstance(value, torch.Tensor) else value
+
+
+def _from_functional(value: Any) -> Any:
+    if isinstance(value, FunctionalTensor):
+        torch._sync(value)
+        return torch._from_functional_tensor(value.elem)
+    return value
+
+
+def _input_was_resized_or_restrided(functional: FunctionalTensor, original: torch.Tensor) -> bool:
+    if torch._functionalize_was_storage_changed(functional.elem):
+        return True
+    if not torch._functionalize_has_metadata_mutation(functional.elem):
+        return False
+    after = torch._from_functional_tensor(functional.elem)
+    return (after.shape, after.stride(), after.storage_offset()) != (
+        original.shape,
+        original.stride(),
+        original.storage_offset(),
+    )
+
+
+def _make_traced_fn(
+    root: torch.nn.Module,
+    state_names: list[str],
+    bound: BoundInputs,
+    input_labels: list[str],
+    recorded: _Recorded,
+):
+    n_state = len(state_names)
+
+    def traced(*flat_inputs):
+        mode = FunctionalTensorMode(pre_dispatch=False, export=True, _allow_token_discovery=True)
+        with mode:
+            functional = [_to_functional(x) for x in flat_inputs]
+            state = dict(zip(state_names, functional[:n_state]))
+            args, kwargs = pytree.tree_unflatten(functional[n_state:], bound.in_spec)
+            with _reparametrize_module(root, state, tie_weights=True, strict=True, stack_weights=True):
+                out = root(*args, **kwargs)
+        if mode._tokens:
+            raise TraceError(
+                "the model calls a side-effectful operator "
+                f"({', '.join(str(k) for k in mode._tokens)}) that needs effect tokens",
+                category="unsupported operator",
+                hint="side-effectful custom ops are not supported yet; move the call out of forward()",
+            )
+        flat_out, recorded.out_spec = pytree.tree_flatten(out)
+
+        # A buffer reassigned in forward (self.buf = new) shows up as a different object
+        # in `state` once the reparametrization context has written the final values back.
+        for i, name in enumerate(state_names):
+            if state[name] is not functional[i]:
+                new = state[name]
+                if not isinstance(new, FunctionalTensor) or new.shape != functional[i].shape:
+                    raise TraceError(
+                        f"forward() replaced {input_labels[i]} with a value of a different "
+                        "type or shape",
+                        category="unsupported mutation",
+                        hint="update buffers in place (buf.copy_(new)) with the same shape and dtype",
+                    )
+                functional[i] = new.to(dtype=functional[i].dtype)
+                recorded.mutated.append(i)
+
+        updates = []
+        for i, (value, original) in enumerate(zip(functional, flat_inputs)):
+            if not isinstance(value, FunctionalTensor):
+                continue
+            torch._sync(value)
+            if i in recorded.mutated:
+                updates.append((i, _from_functional(value)))
+                continue
+            if _input_was_resized_or_restrided(value, original):
+                raise TraceError(
+                    f"forward() changed the shape, strides or storage of {input_labels[i]} in place "
+                    "(resize_, set_, transpose_, ...), which an exported program cannot express",
+                    category="unsupported mutation",
+                    hint="use the out-of-place op (x = x.transpose(0, 1)) instead",
+                )
+            if torch._functionalize_has_data_mutation(value.elem):
+                updates.append((i, _from_functional(value)))
+        updates.sort(key=lambda item: item[0])
+        recorded.mutated = [i for i, _ in updates]
+        return (*[v for _, v in updates], *[_from_functional(v) for v in flat_out])
+
+    # make_fx records nn_module_stack relative to this module.
+    traced._orig_mod = root
+    return traced
+
+
+def _fakify(fake_mode: FakeTensorMode, value: Any, memo: dict[int, Any]) -> Any:
+    if not isinstance(value, torch.Tensor):
+        return value
+    fake = memo.get(id(value))
+    if fake is None:
+        fake = memo[id(value)] = fake_mode.from_tensor(value, static_shapes=True)
+    return fake
+
+
+def trace(root: torch.nn.Module, bound: BoundInputs) -> ExportState:
+    """Trace ``root`` on ``bound`` inputs into an ExportState holding functional ATen."""
+    params, buffers = _named_state(root)
+    state_names = [*params, *buffers]
+    state_values = [*params.values(), *buffers.values()]
+    labels = [
+        *(f"parameter '{n}'" for n in params),
+        *(f"buffer '{n}'" for n in buffers),
+        *(describe_path(p) for p in _leaf_paths(bound)),
+    ]
+
+    fake_mode = _new_fake_mode(root)
+    memo: dict[int, Any] = {}
+    fake_inputs = [_fakify(fake_mode, v, memo) for v in (*state_values, *bound.flat)]
+
+    recorded = _Recorded()
+    traced = _make_traced_fn(root, state_names, bound, labels, recorded)
+    with EXPORT_LOCK, module_preserved(root), _tracing_environment():
+        try:
+            with fake_mode, enable_python_dispatcher(), keep_composites_whole():
+                gm = make_fx(traced, record_module_stack=True, pre_dispatch=False)(*fake_inputs)
+        except ExportError:
+            raise
+        except Exception as e:
+            raise _explain(e) from e
+
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, value in zip(placeholders, fake_inputs):
+        if not isinstance(value, torch.Tensor):
+            node.meta["val"] = value
+
+    non_persistent = non_persistent_buffer_names(root)
+    input_specs = []
+    for i, node in enumerate(placeholders):
+        if i < len(params):
+            spec = InputSpec(InputKind.PARAMETER, TensorArgument(node.name), target=state_names[i])
+        elif i < len(state_names):
+            name = state_names[i]
+            spec = InputSpec(
+                InputKind.BUFFER, TensorArgument(node.name), target=name, persistent=name not in non_persistent
+            )
+        else:
+            spec = InputSpec(InputKind.USER_INPUT, argument_spec(node, node.meta.get("val")), target=None)
+        input_specs.append(spec)
+
+    outputs = list(gm.graph.output_node().args[0])
+    output_specs = []
+    for value, index in zip(outputs, recorded.mutated):
+        if index < len(params):
+            kind, target = OutputKind.PARAMETER_MUTATION, state_names[index]
+        elif index < len(state_names):
+            kind, target = OutputKind.BUFFER_MUTATION, state_names[index]
+        else:
+            kind, target = OutputKind.USER_INPUT_MUTATION, placeholders[index].name
+        output_specs.append(OutputSpec(kind, argument_spec(value, _val(value)), target=target))
+    for value in outputs[len(recorded.mutated) :]:
+        output_specs.append(OutputSpec(OutputKind.USER_OUTPUT, argument_spec(value, _val(value)), target=None))
+
+    return ExportState(
+        root=root,
+        gm=gm,
+        input_specs=input_specs,
+        output_specs=output_specs,
+        fake_mode=fake_mode,
+        args=bound.args,
+        kwargs=bound.kwargs,
+        in_spec=bound.in_spec,
+        out_spec=recorded.out_spec,
+        user_input_paths=list(bound.paths),
+        forward_arg_names=list(bound.forward_arg_names),
+        constant_fqns=constant_attribute_fqns(root),
+    )
+
+
+def _leaf_paths(bound: BoundInputs) -> list[pytree.KeyPath]:
+    return [p for p, _ in pytree.tree_flatten_with_path((bound.args, bound.kwargs))[0]]
+
+
+def _val(value: Any) -> Any:
+    return value.meta.get("val") if isinstance(value, torch.fx.Node) else value
+
+
+def argument_spec(value: Any, val: Any):
+    """The signature argument for a graph input or output: tensor, symbolic int or constant."""
+    if isinstance(value, torch.fx.Node):
+        if isinstance(val, torch.SymInt):
+            return SymIntArgument(name=value.name)
+        if isinstance(val, torch.Tensor):
+            return TensorArgument(name=value.name)
+        return ConstantArgument(name=value.name, value=val)
+    return ConstantArgument(name="", value=value)
+
+
+# -- error explanation ---------------------------------------------------------------------
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OWN_DIRS = tuple(os.path.join(_PROJECT_DIR, d) + os.sep for d in ("exporter", "passes", "verifier"))
+_STDLIB_DIR = os.path.dirname(os.path.abspath(contextlib.__file__)) + os.sep
+
+
+def _is_library_frame(filename: str) -> bool:
+    if filename.startswith("<"):
+        return True
+    filename = os.path.abspath(filename)
+    if filename.startswith(_TORCH_DIR) or filename.startswith(_OWN_DIRS):
+        return True
+    return filename.startswith(_STDLIB_DIR) and "site-packages" not in filename
+
+
+def user_location(exc: BaseException) -> str | None:
+    """``file:line`` of the innermost traceback frame outside torch, exporter and the stdlib."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    for frame in reversed(frames):
+        if not _is_library_frame(frame.filename):
+            return f"{frame.filename}:{frame.lineno}"
+    return None
+
+
+def _explain(e: Exception) -> TraceError:
+    where = user_location(e)
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if isinstance(e, GuardOnDataDependentSymNode) or isinstance(e, DataDependentOutputException):
+        return TraceError(
+            f"the model branches on or reads a value computed from tensor data: {text}",
+            category="data-dependent control flow",
+            location=where,
+            hint="export traces with shapes only; use torch.cond(pred, true_fn, false_fn, operands) "
+            "for a branch on tensor values, or torch._check(...) to state what holds",
+        )
+    if isinstance(e, DynamicOutputShapeException):
+        return TraceError(
+            f"operator {e.func} has an output shape that depends on tensor data",
+            category="data-dependent output shape",
+            location=where,
+            hint="declare the size with torch._check_is_size / torch._check on the result",
+        )
+    if isinstance(e, UnsupportedOperatorException):
+        return TraceError(
+            f"operator {e.func} has no fake-tensor (meta) implementation, so it cannot be traced",
+            category="unsupported operator",
+            location=where,
+            hint="register one with torch.library.register_fake, or replace the call",
+        )
+    if isinstance(e, NotImplementedError) and ("meta" in text.lower() or "fake" in text.lower()):
+        return TraceError(
+            f"an operator cannot run on fake tensors: {text}",
+            category="unsupported operator",
+            location=where,
+            hint="register a fake kernel with torch.library.register_fake, or replace the call",
+        )
+    return TraceError(
+        f"the model raised {type(e).__name__} while running on fake tensors: {text}",
+        category="model error",
+        location=where,
+        hint="run the model eagerly on the same inputs; if that works, the failing line "
+        "probably needs real tensor values (.item(), .tolist(), .numpy(), printing a tensor)",
+    )
+

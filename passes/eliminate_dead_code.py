@@ -1,0 +1,39 @@
+"""Dead code elimination over the top-level graph and every higher-order-op subgraph."""
+
+from __future__ import annotations
+
+import torch
+
+from exporter._state import ExportState
+
+__all__ = ["eliminate_dead_code"]
+
+
+def eliminate_dead_code(state: ExportState) -> bool:
+    """No call_function or get_attr node is left that nothing uses, unless it has a side effect.
+
+    Tracing leaves such nodes behind: the ``detach`` autograd bookkeeping adds, scratch
+    ``empty`` tensors kernels allocate, views read only to sync a mutation.  Attributes of
+    the graph module that no get_attr node reads any more are deleted with them.
+    """
+    changed = False
+    for module in state.gm.modules():
+        if isinstance(module, torch.fx.GraphModule):
+            if module.graph.eliminate_dead_code():
+                changed = True
+                module.recompile()
+    if changed:
+        state.gm.delete_all_unused_submodules()
+        _delete_unused_tensor_attributes(state.gm)
+    return changed
+
+
+def _delete_unused_tensor_attributes(gm: torch.fx.GraphModule) -> None:
+    used = {n.target for n in gm.graph.nodes if n.op == "get_attr"}
+    for name in [k for k, v in vars(gm).items() if isinstance(v, torch.Tensor)]:
+        if name not in used:
+            delattr(gm, name)
+    for name in [k for k in gm._buffers if k not in used]:
+        del gm._buffers[name]
+    for name in [k for k in gm._parameters if k not in used]:
+        del gm._parameters[name]

@@ -1,0 +1,133 @@
+"""Lift tensor constants out of the graph module into CONSTANT_TENSOR inputs."""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
+
+from exporter._errors import TraceError
+from exporter._state import ExportState
+
+__all__ = ["lift_constants"]
+
+log = logging.getLogger(__name__)
+
+
+def _tensor_attribute(gm: torch.fx.GraphModule, target: str):
+    value = gm
+    for atom in target.split("."):
+        value = getattr(value, atom, None)
+    return value if isinstance(value, torch.Tensor) else None
+
+
+def _delete_attribute(gm: torch.fx.GraphModule, target: str) -> None:
+    *path, name = target.split(".")
+    owner = gm
+    for atom in path:
+        owner = getattr(owner, atom)
+    if not hasattr(owner, name):
+        return
+    if name in owner._buffers:
+        del owner._buffers[name]
+    elif name in owner._parameters:
+        del owner._parameters[name]
+    else:
+        delattr(owner, name)
+
+
+def lift_constants(state: ExportState) -> bool:
+    """The top-level graph reads no tensor through get_attr: each is a CONSTANT_TENSOR input.
+
+    Tensor attributes of the user's modules that are neither parameters nor buffers are
+    named after their FQN (``self.sub.scale`` lifts to target ``sub.scale``); tensors
+    created in forward (``torch.tensor([...])``) are named ``lifted_tensor_N``.  A tensor
+    reached under several names or read by several get_attr nodes becomes one input.
+    The new inputs go after the parameters and buffers, before the user inputs.
+    """
+    gm = state.gm
+    by_tensor: dict[int, torch.fx.Node] = {}
+    lifted: list[tuple[torch.fx.Node, torch.Tensor, str]] = []
+    taken = set(state.constants) | {s.target for s in state.input_specs if s.target}
+    counter = 0
+    inserter = _PlaceholderInserter(state)
+
+    get_attrs = [n for n in gm.graph.nodes if n.op == "get_attr"]
+    for node in get_attrs:
+        value = _tensor_attribute(gm, node.target)
+        if value is None:
+            continue
+        placeholder = by_tensor.get(id(value))
+        if placeholder is None:
+            fqns = [f for f in state.constant_fqns.get(id(value), []) if f not in taken]
+            if fqns:
+                target = fqns[0]
+                if len(state.constant_fqns[id(value)]) > 1:
+                    log.info(
+                        "constant tensor is reachable as %s; lifted once as %r",
+                        ", ".join(state.constant_fqns[id(value)]),
+                        target,
+                    )
+            else:
+                while f"lifted_tensor_{counter}" in taken:
+                    counter += 1
+                target = f"lifted_tensor_{counter}"
+            if target in taken:
+                raise TraceError(
+                    f"two different constant tensors would both be lifted as {target!r}",
+                    category="constant",
+                    hint="give the tensor attributes distinct names, or register them as buffers",
+                )
+            taken.add(target)
+            placeholder = inserter.add("c_" + target.replace(".", "_"), value)
+            by_tensor[id(value)] = placeholder
+            lifted.append((placeholder, value, target))
+        node.replace_all_uses_with(placeholder)
+        gm.graph.erase_node(node)
+        _delete_attribute(gm, node.target)
+
+    if not lifted:
+        return False
+    first_user = _first_user_input_index(state)
+    new_specs = [
+        InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(p.name), target=target)
+        for p, _, target in lifted
+    ]
+    state.input_specs[first_user:first_user] = new_specs
+    for _, value, target in lifted:
+        state.constants[target] = value
+    gm.recompile()
+    return True
+
+
+def _first_user_input_index(state: ExportState) -> int:
+    for i, spec in enumerate(state.input_specs):
+        if spec.kind == InputKind.USER_INPUT:
+            return i
+    return len(state.input_specs)
+
+
+class _PlaceholderInserter:
+    """Adds placeholders in order, after the non-user inputs and before the first user input."""
+
+    def __init__(self, state: ExportState) -> None:
+        self.graph = state.gm.graph
+        self.fake_mode = state.fake_mode
+        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        first_user = _first_user_input_index(state)
+        self.anchor = placeholders[first_user] if first_user < len(placeholders) else None
+        self.last = placeholders[-1] if placeholders else None
+
+    def add(self, name: str, value: torch.Tensor) -> torch.fx.Node:
+        if self.anchor is not None:
+            ctx = self.graph.inserting_before(self.anchor)
+        elif self.last is not None:
+            ctx = self.graph.inserting_after(self.last)
+        else:
+            ctx = self.graph.inserting_before(next(iter(self.graph.nodes)))
+        with ctx:
+            node = self.graph.placeholder(name)
+        node.meta["val"] = self.fake_mode.from_tensor(value, static_shapes=True)
+        self.last = node
+        return node

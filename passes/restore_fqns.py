@@ -1,0 +1,65 @@
+"""Make every state target an FQN of the user's module, with the oracle's persistence rules."""
+
+from __future__ import annotations
+
+import torch
+from torch.export.graph_signature import InputKind, OutputKind
+
+from exporter._errors import TraceError
+from exporter._state import ExportState
+
+__all__ = ["restore_fqns"]
+
+
+def _lookup(root: torch.nn.Module, fqn: str):
+    owner = root
+    *path, name = fqn.split(".")
+    for atom in path:
+        owner = owner._modules.get(atom) if isinstance(owner, torch.nn.Module) else None
+        if owner is None:
+            return None
+    if name in owner._parameters:
+        return owner._parameters[name]
+    if name in owner._buffers:
+        return owner._buffers[name]
+    return vars(owner).get(name)
+
+
+def restore_fqns(state: ExportState) -> bool:
+    """Parameter, buffer and constant targets name the user's own tensors by FQN.
+
+    * Every PARAMETER and BUFFER target resolves, on the original module, to the very
+      tensor that was traced, including each alias of a tied weight or shared submodule
+      (``named_parameters(remove_duplicate=False)``), so ``ep.state_dict`` holds the
+      user's tensors under the user's names.
+    * Buffers registered with ``persistent=False`` are marked ``persistent=False`` and
+      their values move to ``constants``, out of the state dict, as torch.export does.
+    * Mutation outputs target the same FQNs as the inputs they update.
+    """
+    changed = False
+    root = state.root
+    persistent_state = dict(root.named_parameters(remove_duplicate=False))
+    persistent_state.update(root.named_buffers(remove_duplicate=False))
+    for spec in state.input_specs:
+        if spec.kind not in (InputKind.PARAMETER, InputKind.BUFFER):
+            continue
+        value = _lookup(root, spec.target)
+        if value is None or value is not persistent_state.get(spec.target):
+            raise TraceError(
+                f"input {spec.arg.name} targets {spec.target!r}, which is not a "
+                f"{spec.kind.name.lower()} of {type(root).__name__}",
+                category="signature",
+            )
+        if spec.kind == InputKind.BUFFER and spec.persistent is False:
+            if state.constants.get(spec.target) is not value:
+                state.constants[spec.target] = value
+                changed = True
+    input_targets = {s.target for s in state.input_specs if s.target is not None}
+    for spec in state.output_specs:
+        if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.PARAMETER_MUTATION):
+            if spec.target not in input_targets:
+                raise TraceError(
+                    f"output {spec.arg.name} updates {spec.target!r}, which no input reads",
+                    category="signature",
+                )
+    return changed

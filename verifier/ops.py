@@ -1,0 +1,84 @@
+"""Only functional ATen ops, higher-order ops and symbolic-int ops may appear in the graph."""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+
+import torch
+from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
+
+from exporter._errors import VerificationError
+
+__all__ = ["verify_functional_ops", "SYMBOLIC_OPS"]
+
+SYMBOLIC_OPS = frozenset(
+    {
+        operator.getitem,
+        operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+        operator.mod, operator.pow, operator.neg, operator.abs, operator.pos,
+        operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge,
+        operator.and_, operator.or_, operator.xor, operator.not_, operator.lshift, operator.rshift,
+        math.ceil, math.floor, math.trunc, math.sqrt, builtins.round,
+        torch.sym_float, torch.sym_int, torch.sym_max, torch.sym_min, torch.sym_not,
+        torch.sym_ite, torch.sym_sum, torch._sym_sqrt,
+    }
+)
+
+
+def _describe(target) -> str:
+    return getattr(target, "__qualname__", None) or str(target)
+
+
+def _check_target(node: torch.fx.Node) -> None:
+    target = node.target
+    if isinstance(target, OpOverload):
+        if target._schema.is_mutable:
+            raise VerificationError(
+                f"node {node.name} calls {target}, which mutates its input "
+                "(in-place or out= op); export IR allows functional ops only",
+                rule="functional-ops",
+                node=node.name,
+            )
+        return
+    if isinstance(target, HigherOrderOperator) or target in SYMBOLIC_OPS:
+        return
+    if isinstance(target, OpOverloadPacket):
+        raise VerificationError(
+            f"node {node.name} calls op packet {target} instead of a resolved overload",
+            rule="functional-ops",
+            node=node.name,
+        )
+    raise VerificationError(
+        f"node {node.name} calls {_describe(target)}, which is neither an ATen op, "
+        "a higher-order op nor a symbolic-int op",
+        rule="functional-ops",
+        node=node.name,
+    )
+
+
+def verify_functional_ops(gm: torch.fx.GraphModule) -> None:
+    """Every call is a functional OpOverload, a HigherOrderOperator or a symbolic-int op;
+    get_attr reads only subgraphs in the top-level graph; no call_module/call_method nodes."""
+    for module in gm.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            if node.op == "call_function":
+                _check_target(node)
+            elif node.op in ("call_module", "call_method"):
+                raise VerificationError(
+                    f"node {node.name} is a {node.op} node ({node.target}); export IR is flat ATen",
+                    rule="functional-ops",
+                    node=node.name,
+                )
+            elif node.op == "get_attr" and module is gm:
+                value = getattr(gm, node.target, None)
+                if not isinstance(value, torch.fx.GraphModule):
+                    raise VerificationError(
+                        f"node {node.name} reads attribute {node.target!r} of type "
+                        f"{type(value).__name__}; tensors must be lifted to inputs",
+                        rule="no-tensor-get-attr",
+                        node=node.name,
+                    )
