@@ -15,6 +15,7 @@ from passes import (
     lift_constants,
     name_placeholders,
     normalize_module_stack,
+    order_inputs,
     restore_fqns,
 )
 from verifier import verify_graph, verify_program
@@ -33,6 +34,7 @@ DEFAULT_PASSES: tuple[Callable[[ExportState], bool], ...] = (
     eliminate_dead_code,
     lift_constants,
     restore_fqns,
+    order_inputs,
     name_placeholders,
     normalize_module_stack,
 )

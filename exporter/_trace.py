@@ -130,10 +130,6 @@ def _tracing_environment() -> Iterator[None]:
         torch.set_grad_enabled(grad_enabled)
 
 
-def _to_functional(value: Any) -> Any:
-    return FunctionalTensor.to_functional(value) if isinstance(value, torch.Tensor) else value
-
-
 def _from_functional(value: Any) -> Any:
     if isinstance(value, FunctionalTensor):
         torch._sync(value)
@@ -166,7 +162,15 @@ def _make_traced_fn(
     def traced(*flat_inputs):
         mode = FunctionalTensorMode(pre_dispatch=False, export=True, _allow_token_discovery=True)
         with mode:
-            functional = [_to_functional(x) for x in flat_inputs]
+            # One functional wrapper per distinct tensor, so tied weights stay tied.
+            wrappers: dict[int, Any] = {}
+            functional = []
+            for x in flat_inputs:
+                if isinstance(x, torch.Tensor):
+                    if id(x) not in wrappers:
+                        wrappers[id(x)] = FunctionalTensor.to_functional(x)
+                    x = wrappers[id(x)]
+                functional.append(x)
             state = dict(zip(state_names, functional[:n_state]))
             args, kwargs = pytree.tree_unflatten(functional[n_state:], bound.in_spec)
             with _reparametrize_module(root, state, tie_weights=True, strict=True, stack_weights=True):
@@ -221,6 +225,16 @@ def _make_traced_fn(
     return traced
 
 
+def _copy_fresh_constant(tensor: torch.Tensor) -> torch.Tensor:
+    return torch.ops.aten.clone.default(tensor)
+
+
+# ``torch.tensor([...])`` in forward reaches the tracer as ``lift_fresh`` of a constant,
+# which make_fx would record as ``lift_fresh_copy``; torch.export's IR has the ``clone``
+# that functionalization makes of it once the constant is a program input.
+_DECOMPOSITIONS = {torch.ops.aten.lift_fresh.default: _copy_fresh_constant}
+
+
 def _fakify(fake_mode: FakeTensorMode, value: Any, memo: dict[int, Any]) -> Any:
     if not isinstance(value, torch.Tensor):
         return value
@@ -249,8 +263,13 @@ def trace(root: torch.nn.Module, bound: BoundInputs) -> ExportState:
     traced = _make_traced_fn(root, state_names, bound, labels, recorded)
     with EXPORT_LOCK, module_preserved(root), _tracing_environment():
         try:
-            with fake_mode, enable_python_dispatcher(), keep_composites_whole():
-                gm = make_fx(traced, record_module_stack=True, pre_dispatch=False)(*fake_inputs)
+            # The tracing context hands our fake mode to anything that compiles a region
+            # internally (torch.cond runs its branches through torch.compile).
+            context = torch._guards.TracingContext(fake_mode)
+            with fake_mode, torch._guards.tracing(context), enable_python_dispatcher(), keep_composites_whole():
+                gm = make_fx(
+                    traced, _DECOMPOSITIONS, record_module_stack=True, pre_dispatch=False
+                )(*fake_inputs)
         except ExportError:
             raise
         except Exception as e:

@@ -4,6 +4,7 @@ from .eliminate_dead_code import eliminate_dead_code
 from .lift_constants import lift_constants
 from .name_placeholders import name_placeholders
 from .normalize_module_stack import normalize_module_stack
+from .order_inputs import order_inputs
 from .restore_fqns import restore_fqns
 
 __all__ = [
@@ -11,5 +12,6 @@ __all__ = [
     "lift_constants",
     "name_placeholders",
     "normalize_module_stack",
+    "order_inputs",
     "restore_fqns",
 ]
