@@ -5,13 +5,12 @@
 """
 
 from ._errors import ExportError, InputSpecError, PassError, TraceError, VerificationError
-from ._pipeline import DEFAULT_PASSES, export
+from ._pipeline import export
 
 __version__ = "0.1.0"
 
 __all__ = [
     "export",
-    "DEFAULT_PASSES",
     "ExportError",
     "InputSpecError",
     "TraceError",

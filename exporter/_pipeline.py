@@ -10,15 +10,10 @@ from typing import Any
 
 import torch
 
-from passes import (
-    eliminate_dead_code,
-    lift_constants,
-    name_placeholders,
-    normalize_module_stack,
-    order_inputs,
-    restore_fqns,
-)
-from verifier import verify_graph, verify_program
+# Plain module imports, resolved at call time: passes and verifier import exporter's
+# state and errors, so either may be imported first.
+import passes
+import verifier
 
 from ._errors import ExportError, PassError, VerificationError
 from ._inputs import bind_inputs
@@ -26,33 +21,28 @@ from ._program import build_program
 from ._state import ExportState
 from ._trace import trace
 
-__all__ = ["DEFAULT_PASSES", "export", "run_passes"]
+__all__ = ["export", "run_passes"]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_PASSES: tuple[Callable[[ExportState], bool], ...] = (
-    eliminate_dead_code,
-    lift_constants,
-    restore_fqns,
-    order_inputs,
-    name_placeholders,
-    normalize_module_stack,
-)
 
 _VERIFY_EACH_PASS = "EXPORTER_VERIFY_EACH_PASS"
 
 
-def run_passes(state: ExportState, passes=DEFAULT_PASSES) -> None:
-    """Run ``passes`` in order; a failure names the pass and the ones that ran before it."""
+def run_passes(state: ExportState, pipeline=None) -> None:
+    """Run ``pipeline`` (default ``passes.DEFAULT_PASSES``) in order.
+
+    A failure names the pass and the ones that ran before it.
+    """
+    pipeline = passes.DEFAULT_PASSES if pipeline is None else pipeline
     verify_each = os.environ.get(_VERIFY_EACH_PASS, "") not in ("", "0")
     done: list[str] = []
-    for p in passes:
+    for p in pipeline:
         name = p.__name__
         start = time.perf_counter()
         try:
             changed = p(state)
             if verify_each:
-                verify_graph(state.gm, state.input_specs)
+                verifier.verify_structure(state.gm, state.input_specs)
         except VerificationError as e:
             e.message = f"after pass {name}: {e.message}"
             raise
@@ -118,7 +108,7 @@ def export(
             rule="exported-program",
             hint="this is a bug in exporter; please report it with the model",
         ) from e
-    verify_program(program)
+    verifier.verify_program(program)
     state.timings["program"] = time.perf_counter() - start
     program._exporter_timings = dict(state.timings)
     return program

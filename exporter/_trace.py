@@ -188,15 +188,19 @@ def _make_traced_fn(
         # in `state` once the reparametrization context has written the final values back.
         for i, name in enumerate(state_names):
             if state[name] is not functional[i]:
-                new = state[name]
-                if not isinstance(new, FunctionalTensor) or new.shape != functional[i].shape:
-                    raise TraceError(
-                        f"forward() replaced {input_labels[i]} with a value of a different "
-                        "type or shape",
-                        category="unsupported mutation",
-                        hint="update buffers in place (buf.copy_(new)) with the same shape and dtype",
+                new, old = state[name], functional[i]
+                if not isinstance(new, FunctionalTensor) or (new.shape, new.dtype) != (old.shape, old.dtype):
+                    found = (
+                        f"{tuple(new.shape)} {new.dtype}" if isinstance(new, torch.Tensor) else type(new).__name__
                     )
-                functional[i] = new.to(dtype=functional[i].dtype)
+                    raise TraceError(
+                        f"forward() replaced {input_labels[i]} ({tuple(old.shape)} {old.dtype}) "
+                        f"with {found}; an exported program can only update a buffer in place",
+                        category="unsupported mutation",
+                        hint="keep the buffer's shape and dtype (self.buf = new.to(self.buf.dtype)), "
+                        "or register a separate buffer",
+                    )
+                functional[i] = new
                 recorded.mutated.append(i)
 
         updates = []
@@ -393,7 +397,10 @@ def _explain(e: Exception) -> TraceError:
             location=where,
             hint="register one with torch.library.register_fake, or replace the call",
         )
-    if isinstance(e, NotImplementedError) and ("meta" in text.lower() or "fake" in text.lower()):
+    lowered = text.lower()
+    if isinstance(e, (NotImplementedError, RuntimeError)) and (
+        "fake impl" in lowered or "meta tensor" in lowered or "fake tensor" in lowered and "kernel" in lowered
+    ):
         return TraceError(
             f"an operator cannot run on fake tensors: {text}",
             category="unsupported operator",

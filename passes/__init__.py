@@ -1,4 +1,7 @@
-"""Graph passes: each a plain function ``pass_name(state: ExportState) -> bool`` (changed?)."""
+"""Graph passes: each a plain function ``pass_name(state: ExportState) -> bool`` (changed?).
+
+``DEFAULT_PASSES`` is the pipeline exporter runs, in order, after tracing.
+"""
 
 from .eliminate_dead_code import eliminate_dead_code
 from .lift_constants import lift_constants
@@ -8,6 +11,7 @@ from .order_inputs import order_inputs
 from .restore_fqns import restore_fqns
 
 __all__ = [
+    "DEFAULT_PASSES",
     "eliminate_dead_code",
     "lift_constants",
     "name_placeholders",
@@ -15,3 +19,12 @@ __all__ = [
     "order_inputs",
     "restore_fqns",
 ]
+
+DEFAULT_PASSES = (
+    eliminate_dead_code,
+    lift_constants,
+    restore_fqns,
+    order_inputs,
+    name_placeholders,
+    normalize_module_stack,
+)

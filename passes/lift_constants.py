@@ -43,7 +43,9 @@ def lift_constants(state: ExportState) -> bool:
     Tensor attributes of the user's modules that are neither parameters nor buffers are
     named after their FQN (``self.sub.scale`` lifts to target ``sub.scale``); tensors
     created in forward (``torch.tensor([...])``) are named ``lifted_tensor_N``.  A tensor
-    reached under several names or read by several get_attr nodes becomes one input.
+    reached under several names or read by several get_attr nodes becomes one input; a
+    constant that shares memory with a parameter or buffer is an error (the program would
+    hold an independent copy of that state).
     The new inputs go after the parameters and buffers, before the user inputs.
     """
     gm = state.gm
@@ -53,9 +55,8 @@ def lift_constants(state: ExportState) -> bool:
     counter = 0
     inserter = _PlaceholderInserter(state)
 
-    get_attrs = [n for n in gm.graph.nodes if n.op == "get_attr"]
-    for node in get_attrs:
-        value = _tensor_attribute(gm, node.target)
+    reads = [(n, _tensor_attribute(gm, n.target)) for n in gm.graph.nodes if n.op == "get_attr"]
+    for node, value in reads:
         if value is None:
             continue
         placeholder = by_tensor.get(id(value))
@@ -73,19 +74,16 @@ def lift_constants(state: ExportState) -> bool:
                 while f"lifted_tensor_{counter}" in taken:
                     counter += 1
                 target = f"lifted_tensor_{counter}"
-            if target in taken:
-                raise TraceError(
-                    f"two different constant tensors would both be lifted as {target!r}",
-                    category="constant",
-                    hint="give the tensor attributes distinct names, or register them as buffers",
-                )
+            _check_not_aliasing_state(state, value, target)
             taken.add(target)
             placeholder = inserter.add("c_" + target.replace(".", "_"), value)
             by_tensor[id(value)] = placeholder
             lifted.append((placeholder, value, target))
         node.replace_all_uses_with(placeholder)
         gm.graph.erase_node(node)
-        _delete_attribute(gm, node.target)
+    for node, value in reads:
+        if value is not None:
+            _delete_attribute(gm, node.target)
 
     if not lifted:
         return False
@@ -99,6 +97,29 @@ def lift_constants(state: ExportState) -> bool:
         state.constants[target] = value
     gm.recompile()
     return True
+
+
+def _state_storages(root: torch.nn.Module) -> dict[int, str]:
+    found: dict[int, str] = {}
+    for name, tensor in [*root.named_parameters(), *root.named_buffers()]:
+        if tensor.device.type != "meta" and tensor.numel() > 0:
+            found.setdefault(tensor.untyped_storage().data_ptr(), name)
+    return found
+
+
+def _check_not_aliasing_state(state: ExportState, value: torch.Tensor, target: str) -> None:
+    # A constant sharing memory with a parameter or buffer would be saved as a separate
+    # copy: the program would silently keep the old values once the state is updated.
+    if value.device.type == "meta" or value.numel() == 0:
+        return
+    owner = _state_storages(state.root).get(value.untyped_storage().data_ptr())
+    if owner is not None:
+        raise TraceError(
+            f"constant tensor {target!r} shares memory with {owner!r}: the program would "
+            "store a second, independent copy of that state",
+            category="constant",
+            hint=f"register {target!r} as a buffer, or compute it from {owner!r} inside forward()",
+        )
 
 
 def _first_user_input_index(state: ExportState) -> int:

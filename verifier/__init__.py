@@ -1,35 +1,39 @@
 """IR checks run on every exported program.
 
 Each check is a function that raises ``exporter.VerificationError`` naming the node, the
-rule and what it found.  ``verify_program`` runs them all; ``EXPORTER_VERIFY_EACH_PASS=1``
-also runs the graph checks after every pass.
+rule and what it found.  ``verify_program`` runs them all on every export;
+``EXPORTER_VERIFY_EACH_PASS=1`` runs ``verify_structure`` (the rules every pass must keep)
+after each pass.
 """
 
 from .module_stack import verify_module_stack, verify_stack_traces
 from .ops import verify_functional_ops
-from .placeholders import verify_placeholder_names
+from .placeholders import verify_placeholder_names, verify_placeholders_match_specs
 from .signature import verify_signature
 
 __all__ = [
     "verify_program",
-    "verify_graph",
+    "verify_structure",
     "verify_module_stack",
     "verify_stack_traces",
     "verify_placeholder_names",
+    "verify_placeholders_match_specs",
     "verify_functional_ops",
     "verify_signature",
 ]
 
 
-def verify_graph(gm, input_specs) -> None:
-    """The checks that need only the graph module and its input specs."""
-    verify_module_stack(gm)
-    verify_stack_traces(gm)
-    verify_placeholder_names(gm, input_specs)
+def verify_structure(gm, input_specs) -> None:
+    """The rules that hold from tracing on: functional ops only, one input spec per placeholder."""
     verify_functional_ops(gm)
+    verify_placeholders_match_specs(gm, input_specs)
 
 
 def verify_program(program) -> None:
     """Run every check on a ``torch.export.ExportedProgram``."""
-    verify_graph(program.graph_module, program.graph_signature.input_specs)
+    gm = program.graph_module
+    verify_module_stack(gm)
+    verify_stack_traces(gm)
+    verify_placeholder_names(gm, program.graph_signature.input_specs)
+    verify_functional_ops(gm)
     verify_signature(program)

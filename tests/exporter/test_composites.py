@@ -1,0 +1,61 @@
+"""Functional composite ops are recorded whole, and the dispatcher is left as it was."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._subclasses import fake_impls
+
+import exporter
+from exporter._composites import functional_composite_ops, keep_composites_whole
+
+
+class Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        q = self.proj(x).view(1, 2, 4, 4)
+        return F.scaled_dot_product_attention(q, q, q).reshape(4, 8)
+
+
+def test_linear_and_attention_are_single_nodes():
+    ep = exporter.export(Attention().eval(), (torch.randn(4, 8),))
+    targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert torch.ops.aten.linear.default in targets
+    assert torch.ops.aten.scaled_dot_product_attention.default in targets
+    assert torch.ops.aten.addmm.default not in targets
+    # and the program still computes the same thing
+    x = torch.randn(4, 8)
+    model = Attention().eval()
+    model.load_state_dict(ep.state_dict)
+    torch.testing.assert_close(ep.module()(x), model(x))
+
+
+def test_only_functional_composites_are_kept():
+    ops = set(functional_composite_ops())
+    assert {torch.ops.aten.linear.default, torch.ops.aten.scaled_dot_product_attention.default} <= ops
+    # aliasing or maybe-aliasing composites must expand so functionalization sees their parts
+    for op in (torch.ops.aten.reshape.default, torch.ops.aten.contiguous.default, torch.ops.aten.flatten.using_ints):
+        assert op not in ops
+
+
+def test_dispatcher_tables_are_restored_also_after_an_error():
+    op = torch.ops.aten.linear.default
+    kernels_before = dict(op.py_kernels)
+    fake_rules_before = dict(fake_impls.op_implementations_dict)
+    with pytest.raises(RuntimeError, match="inside"):
+        with keep_composites_whole():
+            assert op.py_kernels != kernels_before
+            raise RuntimeError("inside")
+    assert op.py_kernels == kernels_before
+    assert fake_impls.op_implementations_dict == fake_rules_before
+    # eager linear still works and still decomposes normally afterwards
+    torch.testing.assert_close(F.linear(torch.ones(1, 2), torch.ones(3, 2)), torch.full((1, 3), 2.0))
+
+
+def test_eager_execution_inside_the_context_is_unchanged():
+    x, w, b = torch.randn(2, 3), torch.randn(4, 3), torch.randn(4)
+    expected = F.linear(x, w, b)
+    with keep_composites_whole():
+        torch.testing.assert_close(F.linear(x, w, b), expected)

@@ -1,0 +1,65 @@
+"""The pass runner names the failing pass; the verifier can run after every pass."""
+
+import pytest
+import torch
+
+import exporter
+from exporter import PassError, VerificationError
+from exporter._inputs import bind_inputs
+from exporter._pipeline import run_passes
+from exporter._trace import trace
+from passes import DEFAULT_PASSES, eliminate_dead_code, lift_constants
+
+
+def _state():
+    model = torch.nn.Linear(2, 2)
+    return trace(model, bind_inputs(model, (torch.randn(1, 2),), None))
+
+
+def test_a_crashing_pass_is_named_with_the_passes_before_it():
+    def broken_pass(state):
+        raise KeyError("oops")
+
+    with pytest.raises(PassError, match=r"pass broken_pass failed \(after eliminate_dead_code, lift_constants\): KeyError") as info:
+        run_passes(_state(), (eliminate_dead_code, lift_constants, broken_pass))
+    assert info.value.pass_name == "broken_pass"
+    assert info.value.completed == ("eliminate_dead_code", "lift_constants")
+
+
+def test_verify_each_pass_catches_a_pass_that_breaks_the_ir(monkeypatch):
+    def adds_in_place(state):
+        graph = state.gm.graph
+        x = next(n for n in graph.nodes if n.op == "placeholder")
+        with graph.inserting_after(x):
+            graph.call_function(torch.ops.aten.add_.Tensor, (x, x))
+        return True
+
+    monkeypatch.setenv("EXPORTER_VERIFY_EACH_PASS", "1")
+    with pytest.raises(VerificationError, match=r"after pass adds_in_place: node \w+ calls aten.add_.Tensor, which mutates its input"):
+        run_passes(_state(), (*DEFAULT_PASSES, adds_in_place))
+    # without the flag the per-pass check is off (the final verifier still runs on export)
+    monkeypatch.delenv("EXPORTER_VERIFY_EACH_PASS")
+    run_passes(_state(), (*DEFAULT_PASSES, adds_in_place))
+
+
+def test_default_pipeline_order_is_visible():
+    assert [p.__name__ for p in DEFAULT_PASSES] == [
+        "eliminate_dead_code", "lift_constants", "restore_fqns",
+        "order_inputs", "name_placeholders", "normalize_module_stack",
+    ]
+
+
+def test_program_is_a_genuine_exported_program_that_round_trips(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4)).eval()
+    x = torch.randn(5, 3)
+    ep = exporter.export(model, (x,))
+    assert type(ep) is torch.export.ExportedProgram
+    assert ep.state_dict["0.weight"] is model[0].weight, "state is the user's tensors, not copies"
+    path = tmp_path / "m.pt2"
+    torch.export.save(ep, path)
+    loaded = torch.export.load(path)
+    torch.testing.assert_close(loaded.module()(x), model(x))
+    torch.testing.assert_close(ep.module()(x), model(x))
+    # downstream lowering accepts it unchanged
+    core = ep.run_decompositions()
+    torch.testing.assert_close(core.module()(x), model(x))

@@ -1,0 +1,47 @@
+import torch
+
+from passes import eliminate_dead_code
+from tests.support import call_targets, traced_state
+
+
+class Wasteful(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.unused = torch.ones(3)
+
+    def forward(self, x):
+        x.detach()
+        (x * 3).sum()
+        _ = self.unused + 1
+        return x + 1
+
+
+def test_unused_values_and_their_constants_are_removed():
+    state = traced_state(Wasteful(), (torch.randn(3),), until=eliminate_dead_code)
+    targets = call_targets(state.gm)
+    assert torch.ops.aten.mul.Tensor in targets and torch.ops.aten.detach.default in targets
+
+    assert eliminate_dead_code(state) is True
+
+    assert call_targets(state.gm) == [torch.ops.aten.add.Tensor]
+    assert not any(n.op == "get_attr" for n in state.gm.graph.nodes)
+    assert not state.gm._buffers, "the unused constant's attribute must go with its get_attr"
+    # placeholders stay: they are the program's calling convention
+    assert len([n for n in state.gm.graph.nodes if n.op == "placeholder"]) == len(state.input_specs)
+
+
+def test_clean_graph_is_left_alone():
+    state = traced_state(torch.nn.ReLU(), (torch.randn(3),), until=eliminate_dead_code)
+    assert eliminate_dead_code(state) is False
+
+
+class AssertsInForward(torch.nn.Module):
+    def forward(self, x):
+        torch._assert_async((x == x).all(), "nan in x")
+        return x * 2
+
+
+def test_side_effecting_nodes_survive():
+    state = traced_state(AssertsInForward(), (torch.randn(3),), until=eliminate_dead_code)
+    eliminate_dead_code(state)
+    assert torch.ops.aten._assert_async.msg in call_targets(state.gm)

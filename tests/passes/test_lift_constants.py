@@ -1,0 +1,108 @@
+import pytest
+import torch
+from torch.export.graph_signature import InputKind
+
+from exporter import TraceError
+from passes import lift_constants
+from tests.support import call_targets, specs_by_name, traced_state
+
+
+class WithConstants(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.sub = torch.nn.Module()
+        self.sub.scale = torch.full((3,), 2.0)
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x) * self.sub.scale + torch.tensor([1.0, 2.0, 3.0])
+
+
+def test_attribute_and_forward_constants_become_constant_inputs():
+    model = WithConstants()
+    state = traced_state(model, (torch.randn(2, 3),), until=lift_constants)
+    assert any(n.op == "get_attr" for n in state.gm.graph.nodes)
+
+    assert lift_constants(state) is True
+
+    constants = [s for s in state.input_specs if s.kind == InputKind.CONSTANT_TENSOR]
+    assert [s.target for s in constants] == ["sub.scale", "lifted_tensor_0"]
+    assert state.constants["sub.scale"] is model.sub.scale
+    assert torch.equal(state.constants["lifted_tensor_0"], torch.tensor([1.0, 2.0, 3.0]))
+    assert not any(n.op == "get_attr" for n in state.gm.graph.nodes)
+    assert not [k for k, v in vars(state.gm).items() if isinstance(v, torch.Tensor)]
+    assert not state.gm._buffers
+    # a tensor made in forward is copied out of its constant with clone, as torch.export does
+    assert torch.ops.aten.clone.default in call_targets(state.gm)
+
+
+def test_constants_go_after_state_and_before_user_inputs():
+    state = traced_state(WithConstants(), (torch.randn(2, 3),), until=lift_constants)
+    lift_constants(state)
+    kinds = [s.kind for s in state.input_specs]
+    assert kinds == [InputKind.PARAMETER] * 2 + [InputKind.CONSTANT_TENSOR] * 2 + [InputKind.USER_INPUT]
+    placeholders = [n.name for n in state.gm.graph.nodes if n.op == "placeholder"]
+    assert placeholders == [s.arg.name for s in state.input_specs]
+
+
+class SharedConstant(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        table = torch.arange(3.0)
+        self.a = table
+        self.inner = torch.nn.Module()
+        self.inner.b = table
+
+    def forward(self, x):
+        return x + self.a + self.inner.b
+
+
+def test_constant_reached_twice_is_lifted_once_under_its_first_name():
+    model = SharedConstant()
+    state = traced_state(model, (torch.randn(3),), until=lift_constants)
+    lift_constants(state)
+    constants = [s for s in state.input_specs if s.kind == InputKind.CONSTANT_TENSOR]
+    assert [s.target for s in constants] == ["a"]
+    placeholder = constants[0].arg.name
+    add_inputs = [a.name for n in state.gm.graph.nodes if n.op == "call_function" for a in n.args if isinstance(a, torch.fx.Node)]
+    assert add_inputs.count(placeholder) == 2
+
+
+class NameClash(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lifted_tensor_0 = torch.ones(2)
+
+    def forward(self, x):
+        return x + self.lifted_tensor_0 + torch.tensor([5.0, 6.0])
+
+
+def test_fresh_constant_names_skip_taken_fqns():
+    state = traced_state(NameClash(), (torch.randn(2),), until=lift_constants)
+    lift_constants(state)
+    targets = sorted(s.target for s in state.input_specs if s.kind == InputKind.CONSTANT_TENSOR)
+    assert targets == ["lifted_tensor_0", "lifted_tensor_1"]
+
+
+class AliasesParameter(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.weight_t = self.lin.weight.detach().t()
+
+    def forward(self, x):
+        return x @ self.weight_t
+
+
+def test_constant_sharing_memory_with_a_parameter_is_an_error():
+    state = traced_state(AliasesParameter(), (torch.randn(2, 3),), until=lift_constants)
+    with pytest.raises(TraceError, match=r"'weight_t' shares memory with 'lin.weight'"):
+        lift_constants(state)
+
+
+def test_no_constants_means_no_change():
+    state = traced_state(torch.nn.Linear(3, 3), (torch.randn(2, 3),), until=lift_constants)
+    before = [s.arg.name for s in state.input_specs]
+    assert lift_constants(state) is False
+    assert [s.arg.name for s in state.input_specs] == before
+    assert not specs_by_name(state.input_specs).keys() & {"c_"}

@@ -1,0 +1,31 @@
+"""Helpers shared by the unit tests: trace a model and stop just before a given pass."""
+
+from __future__ import annotations
+
+import torch
+
+from exporter._inputs import bind_inputs
+from exporter._pipeline import run_passes
+from passes import DEFAULT_PASSES
+from exporter._state import ExportState
+from exporter._trace import trace
+
+
+def traced_state(model: torch.nn.Module, args=(), kwargs=None, *, until=None) -> ExportState:
+    """Trace ``model`` and run the default passes that come before ``until`` (all if None)."""
+    state = trace(model, bind_inputs(model, args, kwargs))
+    passes = DEFAULT_PASSES if until is None else DEFAULT_PASSES[: DEFAULT_PASSES.index(until)]
+    run_passes(state, passes)
+    return state
+
+
+def call_targets(gm: torch.fx.GraphModule) -> list:
+    return [n.target for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def specs_by_name(specs) -> dict:
+    return {s.arg.name: s for s in specs}
+
+
+def node_named(gm: torch.fx.GraphModule, name: str) -> torch.fx.Node:
+    return next(n for n in gm.graph.nodes if n.name == name)
