@@ -283,6 +283,10 @@ def trace(root: torch.nn.Module, bound: BoundInputs) -> ExportState:
     for node, value in zip(placeholders, fake_inputs):
         if not isinstance(value, torch.Tensor):
             node.meta["val"] = value
+    for node in gm.graph.nodes:
+        # Ops that return nothing (asserts) get an explicit None, so every call has a `val`.
+        if node.op == "call_function":
+            node.meta.setdefault("val", None)
 
     non_persistent = non_persistent_buffer_names(root)
     input_specs = []

@@ -59,14 +59,21 @@ def _check_target(node: torch.fx.Node) -> None:
 
 
 def verify_functional_ops(gm: torch.fx.GraphModule) -> None:
-    """Every call is a functional OpOverload, a HigherOrderOperator or a symbolic-int op;
-    get_attr reads only subgraphs in the top-level graph; no call_module/call_method nodes."""
+    """Every call is a functional OpOverload, a HigherOrderOperator or a symbolic-int op, and
+    carries ``val`` metadata; get_attr reads only subgraphs in the top-level graph; no
+    call_module/call_method nodes."""
     for module in gm.modules():
         if not isinstance(module, torch.fx.GraphModule):
             continue
         for node in module.graph.nodes:
             if node.op == "call_function":
                 _check_target(node)
+                if module is gm and "val" not in node.meta:
+                    raise VerificationError(
+                        f"node {node.name} has no 'val' metadata (its fake output value)",
+                        rule="val-present",
+                        node=node.name,
+                    )
             elif node.op in ("call_module", "call_method"):
                 raise VerificationError(
                     f"node {node.name} is a {node.op} node ({node.target}); export IR is flat ATen",

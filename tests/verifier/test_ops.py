@@ -15,6 +15,7 @@ def _insert_call(gm, target, args_fn, op="call_function"):
     value = out.args[0][-1]
     with graph.inserting_before(out):
         node = graph.create_node(op, target, args_fn(value), {})
+    node.meta["val"] = None
     return node
 
 
@@ -56,3 +57,11 @@ def test_symbolic_and_higher_order_ops_are_allowed(parts):
 
     _insert_call(parts.graph_module, operator.getitem, lambda v: ((v,), 0))
     verify_functional_ops(parts.graph_module)
+
+
+def test_call_without_val_is_rejected(parts):
+    node = next(n for n in parts.graph_module.graph.nodes if n.op == "call_function")
+    del node.meta["val"]
+    with pytest.raises(VerificationError, match=f"node {node.name} has no 'val' metadata") as info:
+        verify_functional_ops(parts.graph_module)
+    assert info.value.rule == "val-present"
