@@ -47,7 +47,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, ShapeEnv
 from torch.nn.utils.stateless import _reparametrize_module
 
-from ._composites import EXPORT_LOCK, keep_composites_whole
+from ._dispatch import EXPORT_LOCK, assert_conversion_metadata, keep_composites_whole
 from ._errors import ExportError, TraceError
 from ._inputs import BoundInputs, describe_path
 from ._preserve import module_preserved
@@ -150,6 +150,39 @@ def _input_was_resized_or_restrided(functional: FunctionalTensor, original: torc
     )
 
 
+_ROOT_ATTR = "_export_root"
+
+
+class _Holder(torch.nn.Module):
+    """Holds the user's module so every module access during tracing goes through an
+    attribute lookup the module-stack tracer can follow; a module reachable under two
+    names (``self.encoder`` is ``self.decoder``) is then recorded under the name used."""
+
+    def __init__(self, root: torch.nn.Module) -> None:
+        super().__init__()
+        setattr(self, _ROOT_ATTR, root)
+
+
+def _strip_holder(text: str) -> str:
+    if text == _ROOT_ATTR:
+        return ""
+    prefix = _ROOT_ATTR + "."
+    return text[len(prefix) :] if text.startswith(prefix) else text
+
+
+def _root_relative_module_stacks(gm: torch.fx.GraphModule) -> None:
+    """Rewrite module-stack keys and paths recorded under the holder to be root-relative."""
+    for module in gm.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            stack = node.meta.get("nn_module_stack")
+            if stack:
+                node.meta["nn_module_stack"] = {
+                    _strip_holder(key): (_strip_holder(path), cls) for key, (path, cls) in stack.items()
+                }
+
+
 def _make_traced_fn(
     root: torch.nn.Module,
     state_names: list[str],
@@ -174,7 +207,7 @@ def _make_traced_fn(
             state = dict(zip(state_names, functional[:n_state]))
             args, kwargs = pytree.tree_unflatten(functional[n_state:], bound.in_spec)
             with _reparametrize_module(root, state, tie_weights=True, strict=True, stack_weights=True):
-                out = root(*args, **kwargs)
+                out = getattr(holder, _ROOT_ATTR)(*args, **kwargs)
         if mode._tokens:
             raise TraceError(
                 "the model calls a side-effectful operator "
@@ -225,7 +258,8 @@ def _make_traced_fn(
         return (*[v for _, v in updates], *[_from_functional(v) for v in flat_out])
 
     # make_fx records nn_module_stack relative to this module.
-    traced._orig_mod = root
+    holder = _Holder(root)
+    traced._orig_mod = holder
     return traced
 
 
@@ -270,7 +304,13 @@ def trace(root: torch.nn.Module, bound: BoundInputs) -> ExportState:
             # The tracing context hands our fake mode to anything that compiles a region
             # internally (torch.cond runs its branches through torch.compile).
             context = torch._guards.TracingContext(fake_mode)
-            with fake_mode, torch._guards.tracing(context), enable_python_dispatcher(), keep_composites_whole():
+            with (
+                fake_mode,
+                torch._guards.tracing(context),
+                enable_python_dispatcher(),
+                keep_composites_whole(),
+                assert_conversion_metadata(),
+            ):
                 gm = make_fx(
                     traced, _DECOMPOSITIONS, record_module_stack=True, pre_dispatch=False
                 )(*fake_inputs)
@@ -279,6 +319,7 @@ def trace(root: torch.nn.Module, bound: BoundInputs) -> ExportState:
         except Exception as e:
             raise _explain(e) from e
 
+    _root_relative_module_stacks(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for node, value in zip(placeholders, fake_inputs):
         if not isinstance(value, torch.Tensor):

@@ -8,6 +8,7 @@ from .lift_constants import lift_constants
 from .name_placeholders import name_placeholders
 from .normalize_module_stack import normalize_module_stack
 from .order_inputs import order_inputs
+from .remove_state_copies import remove_state_copies
 from .restore_fqns import restore_fqns
 
 __all__ = [
@@ -17,10 +18,12 @@ __all__ = [
     "name_placeholders",
     "normalize_module_stack",
     "order_inputs",
+    "remove_state_copies",
     "restore_fqns",
 ]
 
 DEFAULT_PASSES = (
+    remove_state_copies,
     eliminate_dead_code,
     lift_constants,
     restore_fqns,

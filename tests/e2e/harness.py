@@ -34,6 +34,9 @@ __all__ = [
     "check_signature_matches_oracle",
     "check_ops_match_oracle",
     "unlowered_op_difference",
+    "op_counter",
+    "counter_difference",
+    "format_counts",
     "check_module_stack_matches_oracle",
     "snapshot_model",
     "assert_model_unchanged",
@@ -108,18 +111,20 @@ def _buffers(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 def check_matches_eager(case: Case, export_fn: ExportFn, seeds: tuple[int, ...] = (0, 1, 2)) -> None:
     """``ep.module()`` reproduces eager outputs, input mutations and buffer mutations.
 
-    Exports on the seed-0 inputs, then for each seed runs a fresh ``ep.module()`` and a
-    deep copy of the pre-export model on separate clones of the inputs.
+    Exports on the seed-0 inputs, then runs ``ep.module()`` and a deep copy of the
+    pre-export model on separate clones of each seed's inputs, one seed after another.
     """
     model = case.make_model()
-    pristine = copy.deepcopy(model)
+    eager = copy.deepcopy(model)
     ep = _export(case, export_fn, model)
+    # ep.module() shares (and mutates) ep's state; ep is private to this check.  No
+    # deepcopy: it would turn the unlifted module's constant attributes into buffers.
+    unlifted = ep.module()
+    # One module of each kind over all seeds: buffer updates accumulate as in real use.
     for seed in seeds:
         inputs = case.make_inputs(seed)
         ours_args, ours_kwargs = clone_inputs(inputs)
         ref_args, ref_kwargs = clone_inputs(inputs)
-        eager = copy.deepcopy(pristine)
-        unlifted = ep.module()
         ref_out = eager(*ref_args, **ref_kwargs)
         ours_out = unlifted(*ours_args, **ours_kwargs)
         _assert_trees_close(ours_out, ref_out, case, f"[seed {seed}] output")
@@ -178,7 +183,8 @@ def counter_difference(ours: Counter, ref: Counter) -> dict[str, tuple[int, int]
     return {op: (ours[op], ref[op]) for op in sorted(set(ours) | set(ref)) if ours[op] != ref[op]}
 
 
-def _format_counts(diff: dict) -> str:
+def format_counts(diff: dict) -> str:
+    """One ``key: ours N, oracle M`` line per entry of a ``counter_difference`` result."""
     return "\n".join(f"  {op}: ours {a}, oracle {b}" for op, (a, b) in diff.items())
 
 
@@ -196,7 +202,7 @@ def check_ops_match_oracle(case: Case, export_fn: ExportFn) -> dict[str, tuple[i
     """
     ep = _export(case, export_fn)
     lowered = counter_difference(op_counter(ep.run_decompositions()), op_counter(_oracle_lowered(case)))
-    assert not lowered, f"{case.name}: core ATen op counts differ after run_decompositions():\n{_format_counts(lowered)}"
+    assert not lowered, f"{case.name}: core ATen op counts differ after run_decompositions():\n{format_counts(lowered)}"
     return unlowered_op_difference(case, export_fn, ep)
 
 
@@ -214,7 +220,7 @@ def check_module_stack_matches_oracle(case: Case, export_fn: ExportFn) -> None:
     ours = _module_stack_counter(_export(case, export_fn))
     ref = _module_stack_counter(oracle_program(case))
     diff = counter_difference(ours, ref)
-    assert not diff, f"{case.name}: (op, module paths) counts differ:\n{_format_counts(diff)}"
+    assert not diff, f"{case.name}: (op, module paths) counts differ:\n{format_counts(diff)}"
 
 
 # -- model unchanged -------------------------------------------------------------------------

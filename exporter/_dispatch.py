@@ -1,4 +1,6 @@
-"""Keep functional CompositeImplicitAutograd ops (aten.linear, aten.scaled_dot_product_attention, ...) whole.
+"""Dispatcher patches active while tracing, so our IR has the op set torch.export's has.
+
+Keep functional CompositeImplicitAutograd ops (aten.linear, aten.scaled_dot_product_attention, ...) whole.
 
 Below autograd, ATen expands composite ops into their parts (``linear`` becomes ``t`` +
 ``addmm``, ``scaled_dot_product_attention`` a backend-specific fused kernel).  torch.export
@@ -15,7 +17,10 @@ Only ops whose schema says they neither mutate nor alias are kept: functionaliza
 know statically what an op writes and aliases.  Ops tagged ``maybe_aliasing_or_mutating``
 (``reshape``, ``contiguous``, ...) are always expanded.
 
-The patch edits process-wide dispatcher tables, so exports in one process are serialized
+``assert_conversion_metadata`` records, for every ``Tensor.to``-style conversion, the
+``aten._assert_tensor_metadata`` check torch.export's IR carries for it.
+
+The patches edit process-wide dispatcher tables, so exports in one process are serialized
 by ``EXPORT_LOCK``; everything is restored on exit, also after an error.
 """
 
@@ -33,7 +38,7 @@ from torch._ops import OpOverload
 from torch._subclasses import fake_impls
 from torch._subclasses.functional_tensor import FunctionalTensor
 
-__all__ = ["EXPORT_LOCK", "functional_composite_ops", "keep_composites_whole"]
+__all__ = ["EXPORT_LOCK", "assert_conversion_metadata", "functional_composite_ops", "keep_composites_whole"]
 
 EXPORT_LOCK = threading.RLock()
 
@@ -154,3 +159,53 @@ def keep_composites_whole(ops: tuple[OpOverload, ...] | None = None) -> Iterator
             op._dispatch_cache.clear()
         for op in fake_rules:
             fake_impls.op_implementations_dict.pop(op, None)
+
+
+_CONVERSIONS = (
+    torch.ops.aten.to.dtype,
+    torch.ops.aten.to.device,
+    torch.ops.aten.to.dtype_layout,
+    torch.ops.aten.to.other,
+)
+
+
+def _checked_conversion(op: OpOverload):
+    def kernel(tensor, *args, **kwargs):
+        torch.ops.aten._assert_tensor_metadata.default(
+            tensor, dtype=tensor.dtype, device=tensor.device, layout=tensor.layout
+        )
+        return op.decompose(tensor, *args, **kwargs)
+
+    return kernel
+
+
+def _to_unchecked(self, *args, **kwargs):
+    return torch.Tensor.to(self, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def assert_conversion_metadata() -> Iterator[None]:
+    """Within the block, each ``aten.to`` call first records ``aten._assert_tensor_metadata``.
+
+    torch.export guards every conversion with that check, whichever way it is spelled
+    (``x.to(...)``, ``x.float()``, ``x.type(torch.float32)``): a no-op conversion leaves
+    no other trace in the graph, and the check keeps the program honest about the input
+    dtype it assumed.  The functional tensor's own ``to`` emits the check only for some
+    spellings, so it is switched off here and this kernel emits it for all, once each.
+    """
+    saved = {op: dict(op.py_kernels) for op in _CONVERSIONS}
+    saved_to = FunctionalTensor.to
+    try:
+        for op in _CONVERSIONS:
+            checked = _checked_conversion(op)
+            for key in _AUTOGRAD_KEYS:
+                op.py_kernels[key] = checked
+            op._dispatch_cache.clear()
+        FunctionalTensor.to = _to_unchecked
+        yield
+    finally:
+        FunctionalTensor.to = saved_to
+        for op, kernels in saved.items():
+            op.py_kernels.clear()
+            op.py_kernels.update(kernels)
+            op._dispatch_cache.clear()

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch._subclasses import fake_impls
 
 import exporter
-from exporter._composites import functional_composite_ops, keep_composites_whole
+from exporter._dispatch import functional_composite_ops, keep_composites_whole
 
 
 class Attention(torch.nn.Module):
