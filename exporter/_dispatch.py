@@ -43,6 +43,7 @@ __all__ = ["EXPORT_LOCK", "assert_conversion_metadata", "functional_composite_op
 EXPORT_LOCK = threading.RLock()
 
 _COMPOSITE = DispatchKey.CompositeImplicitAutograd
+_MISSING = object()
 # Autograd keys a composite op would otherwise expand at, and backend keys whose kernels
 # must keep running the original composite (constant folding, real execution).
 _AUTOGRAD_KEYS = tuple(
@@ -70,35 +71,27 @@ def _is_functional_composite(op: OpOverload) -> bool:
 
 
 @functools.cache
-def _aten_functional_composites() -> tuple[OpOverload, ...]:
+def _functional_composites_of(registrations: tuple[str, ...]) -> tuple[OpOverload, ...]:
     ops = []
-    for qualname in torch._C._dispatch_get_registrations_for_dispatch_key("CompositeImplicitAutograd"):
+    for qualname in registrations:
         namespace, _, name = qualname.partition("::")
-        if namespace != "aten":
+        if namespace in ("prim", "prims") or not hasattr(torch.ops, namespace):
             continue
-        packet_name, _, overload = name.partition(".")
-        op = getattr(getattr(torch.ops.aten, packet_name), overload or "default")
-        if _is_functional_composite(op):
+        packet = getattr(getattr(torch.ops, namespace), name.partition(".")[0], None)
+        op = getattr(packet, name.partition(".")[2] or "default", None) if packet is not None else None
+        if isinstance(op, OpOverload) and _is_functional_composite(op):
             ops.append(op)
     return tuple(ops)
 
 
 def functional_composite_ops() -> tuple[OpOverload, ...]:
-    """All functional composite ops to keep whole: ATen's (cached) plus custom namespaces'.
+    """Every functional composite op to keep whole, ATen's and custom namespaces'.
 
-    Custom ops are looked up every time because libraries register them after import.
+    Recomputed only when the set of registered composite kernels changes (libraries
+    register custom ops after import).
     """
-    extra = []
-    for qualname in torch._C._dispatch_get_registrations_for_dispatch_key("CompositeImplicitAutograd"):
-        namespace, _, name = qualname.partition("::")
-        if namespace in ("aten", "prim", "prims") or not hasattr(torch.ops, namespace):
-            continue
-        packet_name, _, overload = name.partition(".")
-        packet = getattr(getattr(torch.ops, namespace), packet_name, None)
-        op = getattr(packet, overload or "default", None) if packet is not None else None
-        if isinstance(op, OpOverload) and _is_functional_composite(op):
-            extra.append(op)
-    return _aten_functional_composites() + tuple(extra)
+    registrations = torch._C._dispatch_get_registrations_for_dispatch_key("CompositeImplicitAutograd")
+    return _functional_composites_of(tuple(registrations))
 
 
 def _not_expanded(*args, **kwargs):
@@ -130,35 +123,58 @@ def _fake_rule(original):
     return rule
 
 
+# op -> (the py_kernels dict the patch was built from, a copy of it, the patched dict,
+# the fake rule).  Swapping in a prepared dict costs one attribute store per op; editing
+# hundreds of kernel tables key by key on every export was a noticeable share of the time.
+_PATCHED: dict[OpOverload, tuple[dict, dict, dict, object]] = {}
+_OUR_KEYS = frozenset((*_AUTOGRAD_KEYS, *_BACKEND_KEYS, _COMPOSITE))
+
+
+def _patched_kernels(op: OpOverload) -> tuple[dict, object]:
+    """The kernel table to swap in for ``op``, and its fake rule; built from the op's own table."""
+    current = op.py_kernels
+    cached = _PATCHED.get(op)
+    if cached is None or cached[0] is not current or cached[1] != current:
+        original = _original_composite(op)
+        passthrough = _below_autograd(op)
+        patched = dict.fromkeys(_AUTOGRAD_KEYS, passthrough)
+        patched.update(dict.fromkeys(_BACKEND_KEYS, original))
+        patched.update(current)
+        patched[_COMPOSITE] = _not_expanded
+        cached = _PATCHED[op] = (current, dict(current), patched, _fake_rule(original))
+    return cached[2], cached[3]
+
+
 @contextlib.contextmanager
 def keep_composites_whole(ops: tuple[OpOverload, ...] | None = None) -> Iterator[None]:
     """Within the block, record functional composite ops as single nodes (see module doc)."""
     ops = functional_composite_ops() if ops is None else ops
-    saved = {}
-    fake_rules = []
+    undo: list[tuple[OpOverload, dict, dict, int]] = []
+    fake_rules = fake_impls.op_implementations_dict
+    added_rules = []
     try:
         for op in ops:
-            kernels = op.py_kernels
-            saved[op] = dict(kernels)
-            original = _original_composite(op)
-            passthrough = _below_autograd(op)
-            for key in _AUTOGRAD_KEYS:
-                kernels.setdefault(key, passthrough)
-            kernels[_COMPOSITE] = _not_expanded
-            for key in _BACKEND_KEYS:
-                kernels.setdefault(key, original)
-            if op not in fake_impls.op_implementations_dict:
-                fake_impls.op_implementations_dict[op] = _fake_rule(original)
-                fake_rules.append(op)
+            saved = op.py_kernels
+            patched, rule = _patched_kernels(op)
+            undo.append((op, saved, patched, len(patched)))
+            op.py_kernels = patched
+            if op not in fake_rules:
+                fake_rules[op] = rule
+                added_rules.append(op)
             op._dispatch_cache.clear()
         yield
     finally:
-        for op, kernels in saved.items():
-            op.py_kernels.clear()
-            op.py_kernels.update(kernels)
+        for op, saved, patched, size in undo:
+            if len(patched) != size:
+                # Something registered a kernel while we were patched: keep it.
+                for key, kernel in list(patched.items()):
+                    if key not in _OUR_KEYS and key not in saved:
+                        saved[key] = kernel
+                _PATCHED.pop(op, None)
+            op.py_kernels = saved
             op._dispatch_cache.clear()
-        for op in fake_rules:
-            fake_impls.op_implementations_dict.pop(op, None)
+        for op in added_rules:
+            fake_rules.pop(op, None)
 
 
 _CONVERSIONS = (

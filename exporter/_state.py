@@ -24,6 +24,10 @@ class ExportState:
     """The user's module. Read-only: nothing in the pipeline may change it."""
 
     gm: torch.fx.GraphModule
+    """The graph under construction.  ``gm.graph`` is the truth: passes do not regenerate
+    the top-level module's code (the program is built from the graph), but they do
+    recompile a higher-order-op subgraph module they change, since the program reuses it."""
+
     input_specs: list[InputSpec]
     output_specs: list[OutputSpec]
     fake_mode: Any

@@ -1,6 +1,6 @@
 """Run the real module under fake tensors and record functional, post-autograd ATen.
 
-One trace does it all:
+One trace does it all (two when a first, unfunctionalized try meets a write; see ``trace``):
 
 * one ``FakeTensorMode`` (with a ``ShapeEnv``) makes fake parameters, buffers and inputs;
 * the module's parameters and buffers are swapped for the fakes by a reparametrization
@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import traceback
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,12 +26,9 @@ import attrs
 import torch
 import torch.utils._pytree as pytree
 from torch._dispatch.python import enable_python_dispatcher
-from torch._subclasses.fake_tensor import (
-    DataDependentOutputException,
-    DynamicOutputShapeException,
-    FakeTensorMode,
-    UnsupportedOperatorException,
-)
+from torch._higher_order_ops.effects import has_effects
+from torch._ops import OpOverload
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 from torch.export.graph_signature import (
     ConstantArgument,
@@ -43,14 +39,17 @@ from torch.export.graph_signature import (
     SymIntArgument,
     TensorArgument,
 )
+from torch.fx.experimental import proxy_tensor
 from torch.fx.experimental.proxy_tensor import make_fx
-from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, ShapeEnv
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.nn.utils.stateless import _reparametrize_module
 
 from ._dispatch import EXPORT_LOCK, assert_conversion_metadata, keep_composites_whole
 from ._errors import ExportError, TraceError
+from ._explain import explain
 from ._inputs import BoundInputs, describe_path
 from ._preserve import module_preserved
+from ._stacks import user_stack_trace
 from ._state import ExportState
 
 __all__ = ["trace"]
@@ -183,16 +182,74 @@ def _root_relative_module_stacks(gm: torch.fx.GraphModule) -> None:
                 }
 
 
+class _NeedsFunctionalization(Exception):
+    """Internal: the unfunctionalized trace met a write, so it must be redone functionalized."""
+
+
+def _writes(target) -> bool:
+    return isinstance(target, OpOverload) and (target._schema.is_mutable or has_effects(target))
+
+
+@contextlib.contextmanager
+def _node_recording(functionalized: bool) -> Iterator[None]:
+    """While tracing, every node gets a cheap stack trace; without functionalization, the
+    first node that writes to a tensor (or has a side effect) aborts the trace."""
+    tracer_cls = proxy_tensor._ModuleStackTracer
+    original = tracer_cls.create_node
+    saved_flag = torch.fx.config.do_not_emit_stack_traces
+
+    def create_node(self, *args, **kwargs):
+        node = original(self, *args, **kwargs)
+        if node.op == "call_function" and not functionalized and _writes(node.target):
+            raise _NeedsFunctionalization(str(node.target))
+        if node.op not in ("placeholder", "output") and not node.stack_trace:
+            trace = user_stack_trace(sys._getframe(1))
+            if trace:
+                node.stack_trace = trace
+        return node
+
+    # The flag stops make_fx's own, far costlier, capture; tracers read it when created.
+    torch.fx.config.do_not_emit_stack_traces = True
+    tracer_cls.create_node = create_node
+    try:
+        yield
+    finally:
+        tracer_cls.create_node = original
+        torch.fx.config.do_not_emit_stack_traces = saved_flag
+
+
 def _make_traced_fn(
     root: torch.nn.Module,
     state_names: list[str],
     bound: BoundInputs,
     input_labels: list[str],
     recorded: _Recorded,
+    *,
+    functionalized: bool,
 ):
+    """The flat function make_fx traces: (state..., user leaves...) -> (updates..., outputs...)."""
     n_state = len(state_names)
+    # make_fx records nn_module_stack relative to the module the traced function carries.
+    holder = _Holder(root)
 
-    def traced(*flat_inputs):
+    def run(inputs: list[Any]) -> tuple[Any, dict[str, Any]]:
+        state = dict(zip(state_names, inputs[:n_state]))
+        args, kwargs = pytree.tree_unflatten(inputs[n_state:], bound.in_spec)
+        with _reparametrize_module(root, state, tie_weights=True, strict=True, stack_weights=True):
+            out = getattr(holder, _ROOT_ATTR)(*args, **kwargs)
+        # On exit the context writes the module's final tensors back into `state`, so a
+        # buffer reassigned in forward (self.buf = new) shows up there as a new object.
+        return out, state
+
+    def traced_plain(*flat_inputs):
+        inputs = list(flat_inputs)
+        out, state = run(inputs)
+        if any(state[name] is not inputs[i] for i, name in enumerate(state_names)):
+            raise _NeedsFunctionalization("a buffer was reassigned")
+        flat_out, recorded.out_spec = pytree.tree_flatten(out)
+        return tuple(flat_out)
+
+    def traced_functional(*flat_inputs):
         mode = FunctionalTensorMode(pre_dispatch=False, export=True, _allow_token_discovery=True)
         with mode:
             # One functional wrapper per distinct tensor, so tied weights stay tied.
@@ -204,10 +261,7 @@ def _make_traced_fn(
                         wrappers[id(x)] = FunctionalTensor.to_functional(x)
                     x = wrappers[id(x)]
                 functional.append(x)
-            state = dict(zip(state_names, functional[:n_state]))
-            args, kwargs = pytree.tree_unflatten(functional[n_state:], bound.in_spec)
-            with _reparametrize_module(root, state, tie_weights=True, strict=True, stack_weights=True):
-                out = getattr(holder, _ROOT_ATTR)(*args, **kwargs)
+            out, state = run(functional)
         if mode._tokens:
             raise TraceError(
                 "the model calls a side-effectful operator "
@@ -217,8 +271,6 @@ def _make_traced_fn(
             )
         flat_out, recorded.out_spec = pytree.tree_flatten(out)
 
-        # A buffer reassigned in forward (self.buf = new) shows up as a different object
-        # in `state` once the reparametrization context has written the final values back.
         for i, name in enumerate(state_names):
             if state[name] is not functional[i]:
                 new, old = state[name], functional[i]
@@ -257,8 +309,7 @@ def _make_traced_fn(
         recorded.mutated = [i for i, _ in updates]
         return (*[v for _, v in updates], *[_from_functional(v) for v in flat_out])
 
-    # make_fx records nn_module_stack relative to this module.
-    holder = _Holder(root)
+    traced = traced_functional if functionalized else traced_plain
     traced._orig_mod = holder
     return traced
 
@@ -273,17 +324,54 @@ def _copy_fresh_constant(tensor: torch.Tensor) -> torch.Tensor:
 _DECOMPOSITIONS = {torch.ops.aten.lift_fresh.default: _copy_fresh_constant}
 
 
-def _fakify(fake_mode: FakeTensorMode, value: Any, memo: dict[int, Any]) -> Any:
-    if not isinstance(value, torch.Tensor):
-        return value
-    fake = memo.get(id(value))
-    if fake is None:
-        fake = memo[id(value)] = fake_mode.from_tensor(value, static_shapes=True)
-    return fake
+def _fakify(fake_mode: FakeTensorMode, values: list[Any]) -> list[Any]:
+    """Fake every tensor in ``values``; the same tensor twice (tied weights) gets one fake."""
+    memo: dict[int, Any] = {}
+    out = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            if id(value) not in memo:
+                memo[id(value)] = fake_mode.from_tensor(value, static_shapes=True)
+            value = memo[id(value)]
+        out.append(value)
+    return out
 
 
-def trace(root: torch.nn.Module, bound: BoundInputs) -> ExportState:
-    """Trace ``root`` on ``bound`` inputs into an ExportState holding functional ATen."""
+@attrs.frozen
+class _Traced:
+    gm: torch.fx.GraphModule
+    fake_mode: FakeTensorMode
+    fake_inputs: list[Any]
+    recorded: _Recorded
+
+
+def _trace_once(root, state_values, state_names, bound, labels, *, functionalized: bool) -> _Traced:
+    fake_mode = _new_fake_mode(root)
+    fake_inputs = _fakify(fake_mode, [*state_values, *bound.flat])
+    recorded = _Recorded()
+    traced = _make_traced_fn(root, state_names, bound, labels, recorded, functionalized=functionalized)
+    # The tracing context hands our fake mode to anything that compiles a region
+    # internally (torch.cond runs its branches through torch.compile).
+    context = torch._guards.TracingContext(fake_mode)
+    with fake_mode, torch._guards.tracing(context), _node_recording(functionalized):
+        gm = make_fx(
+            traced,
+            _DECOMPOSITIONS,
+            record_module_stack=True,
+            pre_dispatch=False,
+            _disable_torch_fn_metadata_mode=True,
+        )(*fake_inputs)
+    return _Traced(gm, fake_mode, fake_inputs, recorded)
+
+
+def trace(root: torch.nn.Module, bound: BoundInputs, *, always_functionalize: bool = False) -> ExportState:
+    """Trace ``root`` on ``bound`` inputs into an ExportState holding functional ATen.
+
+    Functionalization costs about a quarter of the trace and changes nothing in a program
+    that never writes to a tensor, so the model is first traced without it; the first
+    in-place op, out= op, side-effectful op or buffer reassignment aborts that trace and
+    the model is traced again, functionalized.  ``always_functionalize`` skips the first try.
+    """
     params, buffers = _named_state(root)
     state_names = [*params, *buffers]
     state_values = [*params.values(), *buffers.values()]
@@ -293,32 +381,23 @@ def trace(root: torch.nn.Module, bound: BoundInputs) -> ExportState:
         *(describe_path(p) for p in _leaf_paths(bound)),
     ]
 
-    fake_mode = _new_fake_mode(root)
-    memo: dict[int, Any] = {}
-    fake_inputs = [_fakify(fake_mode, v, memo) for v in (*state_values, *bound.flat)]
-
-    recorded = _Recorded()
-    traced = _make_traced_fn(root, state_names, bound, labels, recorded)
     with EXPORT_LOCK, module_preserved(root), _tracing_environment():
         try:
-            # The tracing context hands our fake mode to anything that compiles a region
-            # internally (torch.cond runs its branches through torch.compile).
-            context = torch._guards.TracingContext(fake_mode)
-            with (
-                fake_mode,
-                torch._guards.tracing(context),
-                enable_python_dispatcher(),
-                keep_composites_whole(),
-                assert_conversion_metadata(),
-            ):
-                gm = make_fx(
-                    traced, _DECOMPOSITIONS, record_module_stack=True, pre_dispatch=False
-                )(*fake_inputs)
+            with enable_python_dispatcher(), keep_composites_whole(), assert_conversion_metadata():
+                traced = None
+                if not always_functionalize:
+                    try:
+                        traced = _trace_once(root, state_values, state_names, bound, labels, functionalized=False)
+                    except _NeedsFunctionalization as why:
+                        log.debug("tracing again, functionalized: %s", why)
+                if traced is None:
+                    traced = _trace_once(root, state_values, state_names, bound, labels, functionalized=True)
         except ExportError:
             raise
         except Exception as e:
-            raise _explain(e) from e
+            raise explain(e) from e
 
+    gm, fake_mode, fake_inputs, recorded = traced.gm, traced.fake_mode, traced.fake_inputs, traced.recorded
     _root_relative_module_stacks(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for node, value in zip(placeholders, fake_inputs):
@@ -389,74 +468,3 @@ def argument_spec(value: Any, val: Any):
             return TensorArgument(name=value.name)
         return ConstantArgument(name=value.name, value=val)
     return ConstantArgument(name="", value=value)
-
-
-# -- error explanation ---------------------------------------------------------------------
-
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
-_PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_OWN_DIRS = tuple(os.path.join(_PROJECT_DIR, d) + os.sep for d in ("exporter", "passes", "verifier"))
-_STDLIB_DIR = os.path.dirname(os.path.abspath(contextlib.__file__)) + os.sep
-
-
-def _is_library_frame(filename: str) -> bool:
-    if filename.startswith("<"):
-        return True
-    filename = os.path.abspath(filename)
-    if filename.startswith(_TORCH_DIR) or filename.startswith(_OWN_DIRS):
-        return True
-    return filename.startswith(_STDLIB_DIR) and "site-packages" not in filename
-
-
-def user_location(exc: BaseException) -> str | None:
-    """``file:line`` of the innermost traceback frame outside torch, exporter and the stdlib."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    for frame in reversed(frames):
-        if not _is_library_frame(frame.filename):
-            return f"{frame.filename}:{frame.lineno}"
-    return None
-
-
-def _explain(e: Exception) -> TraceError:
-    where = user_location(e)
-    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    if isinstance(e, GuardOnDataDependentSymNode) or isinstance(e, DataDependentOutputException):
-        return TraceError(
-            f"the model branches on or reads a value computed from tensor data: {text}",
-            category="data-dependent control flow",
-            location=where,
-            hint="export traces with shapes only; use torch.cond(pred, true_fn, false_fn, operands) "
-            "for a branch on tensor values, or torch._check(...) to state what holds",
-        )
-    if isinstance(e, DynamicOutputShapeException):
-        return TraceError(
-            f"operator {e.func} has an output shape that depends on tensor data",
-            category="data-dependent output shape",
-            location=where,
-            hint="declare the size with torch._check_is_size / torch._check on the result",
-        )
-    if isinstance(e, UnsupportedOperatorException):
-        return TraceError(
-            f"operator {e.func} has no fake-tensor (meta) implementation, so it cannot be traced",
-            category="unsupported operator",
-            location=where,
-            hint="register one with torch.library.register_fake, or replace the call",
-        )
-    lowered = text.lower()
-    if isinstance(e, (NotImplementedError, RuntimeError)) and (
-        "fake impl" in lowered or "meta tensor" in lowered or "fake tensor" in lowered and "kernel" in lowered
-    ):
-        return TraceError(
-            f"an operator cannot run on fake tensors: {text}",
-            category="unsupported operator",
-            location=where,
-            hint="register a fake kernel with torch.library.register_fake, or replace the call",
-        )
-    return TraceError(
-        f"the model raised {type(e).__name__} while running on fake tensors: {text}",
-        category="model error",
-        location=where,
-        hint="run the model eagerly on the same inputs; if that works, the failing line "
-        "probably needs real tensor values (.item(), .tolist(), .numpy(), printing a tensor)",
-    )
-

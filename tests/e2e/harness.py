@@ -21,7 +21,7 @@ import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensor
 from torch._subclasses.functional_tensor import FunctionalTensor
 from torch.export import ExportedProgram
-from torch.export.graph_signature import ConstantArgument
+from torch.export.graph_signature import ConstantArgument, InputKind
 
 from .cases import Case
 
@@ -322,6 +322,46 @@ def check_save_load_roundtrip(case: Case, export_fn: ExportFn) -> None:
     )
 
 
+def _program_inputs(ep: ExportedProgram, args: tuple, kwargs: dict) -> list[Any]:
+    """Values for the graph's placeholders: state from the program, user inputs flattened."""
+    users = iter(pytree.tree_leaves((args, kwargs)))
+    values = []
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind == InputKind.USER_INPUT:
+            values.append(next(users))
+        elif spec.target in ep.state_dict:
+            values.append(ep.state_dict[spec.target].detach().clone())
+        else:
+            values.append(ep.constants[spec.target].detach().clone())
+    return values
+
+
+def check_vals_match_real_run(case: Case, export_fn: ExportFn) -> None:
+    """Each node's ``val`` (its fake output) has the shape, dtype and strides of the real output.
+
+    Running the graph node by node on real tensors catches fake propagation that disagrees
+    with the kernels that will actually run (a wrong stride changes later view/copy choices).
+    """
+    ep = _export(case, export_fn)
+    mismatches = []
+
+    class Checker(torch.fx.Interpreter):
+        def run_node(self, node):
+            out = super().run_node(node)
+            val = node.meta.get("val")
+            if node.op == "call_function" and isinstance(out, torch.Tensor) and isinstance(val, torch.Tensor):
+                real = (tuple(out.shape), out.dtype, out.stride() if out.numel() > 1 else None)
+                fake = (tuple(val.shape), val.dtype, val.stride() if val.numel() > 1 else None)
+                if real != fake:
+                    mismatches.append(f"{node.name} ({node.target}): real {real}, val {fake}")
+            return out
+
+    args, kwargs = clone_inputs(case.make_inputs(0))
+    with torch.no_grad():
+        Checker(ep.graph_module).run(*_program_inputs(ep, args, kwargs))
+    assert not mismatches, f"{case.name}: node vals disagree with the real run:\n" + "\n".join(mismatches[:10])
+
+
 CHECKS = {
     "matches_eager": check_matches_eager,
     "signature_matches_oracle": check_signature_matches_oracle,
@@ -329,4 +369,5 @@ CHECKS = {
     "module_stack_matches_oracle": check_module_stack_matches_oracle,
     "model_unchanged": check_model_unchanged,
     "save_load_roundtrip": check_save_load_roundtrip,
+    "vals_match_real_run": check_vals_match_real_run,
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ import torch.nn as nn
 import exporter
 
 from . import harness
-from .cases import CASES, CASES_BY_NAME, Case
+from .cases import CASES, CASES_BY_NAME, TRANSFORMER_CASES, Case
 
 # Cases whose un-lowered op multiset may differ from oracle.run_decompositions({}):
 # {case name: reason, with the observed difference}.  A listed case that matches fails,
@@ -82,6 +83,11 @@ def test_module_stack_matches_oracle(case):
 @cases
 def test_model_unchanged(case):
     run_check("model_unchanged", case)
+
+
+@cases
+def test_vals_match_real_run(case):
+    run_check("vals_match_real_run", case)
 
 
 @cases
@@ -224,3 +230,45 @@ def test_grad_mode_region_keeps_module_paths_where_the_oracle_drops_them():
         ("aten.linear.default", ("", "a")): (1, 0),
         ("aten.linear.default", ("",)): (0, 1),
     }, harness.format_counts(diff)
+
+
+def _graph_fingerprint(gm: torch.fx.GraphModule) -> list[tuple]:
+    """Everything about every node, subgraphs included; generated-code file numbers masked."""
+
+    def trace(node):
+        return re.sub(r"<eval_with_key>\.\d+", "<eval_with_key>", node.meta.get("stack_trace") or "")
+
+    rows = []
+    for module_name, module in gm.named_modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        rows += [
+            (
+                module_name,
+                n.op,
+                n.name,
+                str(n.target),
+                str(n.args),
+                str(n.kwargs),
+                trace(n),
+                tuple((n.meta.get("nn_module_stack") or {}).items()),
+                str(n.meta.get("val")),
+            )
+            for n in module.graph.nodes
+        ]
+    return rows
+
+
+@pytest.mark.skipif(ORACLE_MODE, reason="checks exporter's own tracer")
+@pytest.mark.parametrize("case", CASES + TRANSFORMER_CASES, ids=lambda c: c.name)
+def test_trace_without_functionalization_only_when_it_changes_nothing(case):
+    """The first, unfunctionalized trace is kept only when it equals the functionalized one."""
+    from exporter._inputs import bind_inputs
+    from exporter._trace import trace
+
+    model = case.make_model()
+    bound = bind_inputs(model, *case.make_inputs(0))
+    fast = trace(model, bound)
+    functional = trace(model, bound, always_functionalize=True)
+    assert _graph_fingerprint(fast.gm) == _graph_fingerprint(functional.gm)
+    assert [(s.kind, s.target) for s in fast.output_specs] == [(s.kind, s.target) for s in functional.output_specs]

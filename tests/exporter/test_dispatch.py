@@ -59,3 +59,63 @@ def test_eager_execution_inside_the_context_is_unchanged():
     expected = F.linear(x, w, b)
     with keep_composites_whole():
         torch.testing.assert_close(F.linear(x, w, b), expected)
+
+
+def test_a_kernel_registered_during_the_patch_survives_it():
+    op = torch.ops.aten.linear.default
+    before = dict(op.py_kernels)
+    marker = lambda *a, **k: NotImplemented  # noqa: E731
+    key = torch._C.DispatchKey.AutocastCPU
+    assert key not in before
+    try:
+        with keep_composites_whole((op,)):
+            op.py_kernels[key] = marker
+        assert op.py_kernels[key] is marker
+        assert {k: v for k, v in op.py_kernels.items() if k != key} == before
+    finally:
+        op.py_kernels.pop(key, None)
+        op._dispatch_cache.clear()
+
+
+class TransposedAttention(torch.nn.Module):
+    def forward(self, x):
+        q = x.view(2, 8, 2, 16).transpose(1, 2)
+        return F.scaled_dot_product_attention(q, q, q).transpose(1, 2).reshape(2, 8, 32)
+
+
+def test_kept_composites_get_the_fake_outputs_eager_would_produce():
+    # The kept op's fake result must come from its real composite kernel: on CPU the fused
+    # attention returns a transposed layout, and that layout decides whether the reshape
+    # after it is a view or a copy.
+    x = torch.randn(2, 8, 32)
+    ep = exporter.export(TransposedAttention(), (x,))
+    sdpa = next(n for n in ep.graph.nodes if n.target is torch.ops.aten.scaled_dot_product_attention.default)
+    q = x.view(2, 8, 2, 16).transpose(1, 2)
+    assert sdpa.meta["val"].stride() == F.scaled_dot_product_attention(q, q, q).stride()
+
+
+def test_exporting_leaves_no_trace_in_later_torch_exports():
+    """Running exporter first must not change what torch.export itself produces afterwards."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import sys, torch, exporter
+        from collections import Counter
+        from tests.exporter.test_dispatch import TransposedAttention
+        model, x = TransposedAttention(), torch.randn(2, 8, 32)
+        if sys.argv[1] == "ours-first":
+            exporter.export(model, (x,))
+        ep = torch.export.export(model, (x,), strict=False).run_decompositions({})
+        print(sorted(Counter(str(n.target) for n in ep.graph.nodes if n.op == "call_function").items()))
+        """
+    )
+    outputs = [
+        subprocess.run(
+            [sys.executable, "-c", script, order], capture_output=True, text=True, check=True
+        ).stdout.strip().splitlines()[-1]
+        for order in ("oracle-alone", "ours-first")
+    ]
+    assert outputs[0] == outputs[1]

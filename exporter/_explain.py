@@ -1,0 +1,88 @@
+"""Explain a failure inside the model's forward: category, the user's source line, next step."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import traceback
+
+import torch
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    UnsupportedOperatorException,
+)
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+from ._errors import TraceError
+
+__all__ = ["explain", "user_location"]
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OWN_DIRS = tuple(os.path.join(_PROJECT_DIR, d) + os.sep for d in ("exporter", "passes", "verifier"))
+_STDLIB_DIR = os.path.dirname(os.path.abspath(contextlib.__file__)) + os.sep
+
+
+def _is_library_frame(filename: str) -> bool:
+    if filename.startswith("<"):
+        return True
+    filename = os.path.abspath(filename)
+    if filename.startswith(_TORCH_DIR) or filename.startswith(_OWN_DIRS):
+        return True
+    return filename.startswith(_STDLIB_DIR) and "site-packages" not in filename
+
+
+def user_location(exc: BaseException) -> str | None:
+    """``file:line`` of the innermost traceback frame outside torch, exporter and the stdlib."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    for frame in reversed(frames):
+        if not _is_library_frame(frame.filename):
+            return f"{frame.filename}:{frame.lineno}"
+    return None
+
+
+def explain(e: Exception) -> TraceError:
+    """A TraceError saying what kind of failure ``e`` is, where in the user's code, and what to do."""
+    where = user_location(e)
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if isinstance(e, GuardOnDataDependentSymNode) or isinstance(e, DataDependentOutputException):
+        return TraceError(
+            f"the model branches on or reads a value computed from tensor data: {text}",
+            category="data-dependent control flow",
+            location=where,
+            hint="export traces with shapes only; use torch.cond(pred, true_fn, false_fn, operands) "
+            "for a branch on tensor values, or torch._check(...) to state what holds",
+        )
+    if isinstance(e, DynamicOutputShapeException):
+        return TraceError(
+            f"operator {e.func} has an output shape that depends on tensor data",
+            category="data-dependent output shape",
+            location=where,
+            hint="declare the size with torch._check_is_size / torch._check on the result",
+        )
+    if isinstance(e, UnsupportedOperatorException):
+        return TraceError(
+            f"operator {e.func} has no fake-tensor (meta) implementation, so it cannot be traced",
+            category="unsupported operator",
+            location=where,
+            hint="register one with torch.library.register_fake, or replace the call",
+        )
+    lowered = text.lower()
+    if isinstance(e, (NotImplementedError, RuntimeError)) and (
+        "fake impl" in lowered or "meta tensor" in lowered or "fake tensor" in lowered and "kernel" in lowered
+    ):
+        return TraceError(
+            f"an operator cannot run on fake tensors: {text}",
+            category="unsupported operator",
+            location=where,
+            hint="register a fake kernel with torch.library.register_fake, or replace the call",
+        )
+    return TraceError(
+        f"the model raised {type(e).__name__} while running on fake tensors: {text}",
+        category="model error",
+        location=where,
+        hint="run the model eagerly on the same inputs; if that works, the failing line "
+        "probably needs real tensor values (.item(), .tolist(), .numpy(), printing a tensor)",
+    )
+

@@ -1,0 +1,75 @@
+"""Stack traces for graph nodes, recorded cheaply.
+
+make_fx captures a full native+Python traceback for every node, formats every frame and
+then keeps only the user's ``forward`` frames; on small models that is a fifth of the
+export time.  This walks the live Python frames instead and formats only the frames it
+keeps, producing the same text (``File "...", line N, in forward`` plus the source line,
+outermost first, repeats folded as the traceback module folds them).
+"""
+
+from __future__ import annotations
+
+import linecache
+from types import FrameType
+
+import torch.fx
+from torch.fx.experimental.symbolic_shapes import uninteresting_files
+
+__all__ = ["user_stack_trace"]
+
+_REPEAT_CUTOFF = 3  # as traceback.StackSummary.format
+
+
+def _kept(code, skip: set[str], anchors) -> bool:
+    if code.co_filename in skip:
+        return False
+    return code.co_name == "forward" or (code.co_filename, code.co_name) in anchors
+
+
+# code object -> whether its frames belong in a stack trace; a trace walks ~50 frames
+# per node, nearly all the same tracer frames every time.
+_KEEP: dict = {}
+_anchors_seen = 0
+
+
+def user_stack_trace(frame: FrameType | None) -> str | None:
+    """The ``forward`` frames above ``frame``, formatted like ``traceback.format_list``."""
+    global _anchors_seen
+    anchors = getattr(torch.fx.proxy, "_STACK_TRACE_ANCHORS", ())
+    if len(anchors) != _anchors_seen:
+        _KEEP.clear()
+        _anchors_seen = len(anchors)
+    kept = []
+    while frame is not None:
+        code = frame.f_code
+        keep = _KEEP.get(code)
+        if keep is None:
+            keep = _KEEP[code] = _kept(code, uninteresting_files(), anchors)
+        if keep:
+            kept.append((code.co_filename, frame.f_lineno, code.co_name))
+        frame = frame.f_back
+    if not kept:
+        return None
+    kept.reverse()
+    lines: list[str] = []
+    previous, count = None, 0
+    for entry in kept:
+        if entry != previous:
+            if count > _REPEAT_CUTOFF:
+                _fold(lines, count - _REPEAT_CUTOFF)
+            previous, count = entry, 0
+        count += 1
+        if count > _REPEAT_CUTOFF:
+            continue
+        filename, lineno, name = entry
+        lines.append(f'  File "{filename}", line {lineno}, in {name}\n')
+        source = linecache.getline(filename, lineno).strip()
+        if source:
+            lines.append(f"    {source}\n")
+    if count > _REPEAT_CUTOFF:
+        _fold(lines, count - _REPEAT_CUTOFF)
+    return "".join(lines).strip()
+
+
+def _fold(lines: list[str], extra: int) -> None:
+    lines.append(f"  [Previous line repeated {extra} more time{'s' if extra > 1 else ''}]\n")
