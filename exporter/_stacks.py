@@ -9,6 +9,7 @@ outermost first, repeats folded as the traceback module folds them).
 
 from __future__ import annotations
 
+import functools
 import linecache
 from types import FrameType
 
@@ -27,8 +28,10 @@ def _kept(code, skip: set[str], anchors) -> bool:
 
 
 # code object -> whether its frames belong in a stack trace; a trace walks ~50 frames
-# per node, nearly all the same tracer frames every time.
+# per node, nearly all the same tracer frames every time.  Generated code (graph modules)
+# brings new code objects, so the table is emptied when it grows large.
 _KEEP: dict = {}
+_KEEP_LIMIT = 100_000
 _anchors_seen = 0
 
 
@@ -36,7 +39,7 @@ def user_stack_trace(frame: FrameType | None) -> str | None:
     """The ``forward`` frames above ``frame``, formatted like ``traceback.format_list``."""
     global _anchors_seen
     anchors = getattr(torch.fx.proxy, "_STACK_TRACE_ANCHORS", ())
-    if len(anchors) != _anchors_seen:
+    if len(anchors) != _anchors_seen or len(_KEEP) > _KEEP_LIMIT:
         _KEEP.clear()
         _anchors_seen = len(anchors)
     kept = []
@@ -48,9 +51,13 @@ def user_stack_trace(frame: FrameType | None) -> str | None:
         if keep:
             kept.append((code.co_filename, frame.f_lineno, code.co_name))
         frame = frame.f_back
-    if not kept:
-        return None
-    kept.reverse()
+    return _format(tuple(kept)) if kept else None
+
+
+# Many nodes share a stack (every op on one source line), so each is formatted once.
+@functools.lru_cache(maxsize=8192)
+def _format(innermost_first: tuple[tuple[str, int, str], ...]) -> str:
+    kept = innermost_first[::-1]
     lines: list[str] = []
     previous, count = None, 0
     for entry in kept:

@@ -39,6 +39,7 @@ from torch.export.graph_signature import (
     SymIntArgument,
     TensorArgument,
 )
+from torch.fx._lazy_graph_module import _use_lazy_graph_module
 from torch.fx.experimental import proxy_tensor
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -353,7 +354,14 @@ def _trace_once(root, state_values, state_names, bound, labels, *, functionalize
     # The tracing context hands our fake mode to anything that compiles a region
     # internally (torch.cond runs its branches through torch.compile).
     context = torch._guards.TracingContext(fake_mode)
-    with fake_mode, torch._guards.tracing(context), _node_recording(functionalized):
+    # The traced module's code is never run (the program builds its own), so make_fx need
+    # not generate it: a lazy graph module compiles only if something calls it.
+    with (
+        fake_mode,
+        torch._guards.tracing(context),
+        _node_recording(functionalized),
+        _use_lazy_graph_module(True),
+    ):
         gm = make_fx(
             traced,
             _DECOMPOSITIONS,
