@@ -33,37 +33,44 @@ def _is_library_frame(filename: str) -> bool:
     return filename.startswith(_STDLIB_DIR) and "site-packages" not in filename
 
 
+def _user_frame(exc: BaseException) -> traceback.FrameSummary | None:
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if not _is_library_frame(frame.filename):
+            return frame
+    return None
+
+
 def user_location(exc: BaseException) -> str | None:
     """``file:line`` of the innermost traceback frame outside torch, exporter and the stdlib."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    for frame in reversed(frames):
-        if not _is_library_frame(frame.filename):
-            return f"{frame.filename}:{frame.lineno}"
-    return None
+    frame = _user_frame(exc)
+    return f"{frame.filename}:{frame.lineno}" if frame else None
 
 
 def explain(e: Exception) -> TraceError:
     """A TraceError saying what kind of failure ``e`` is, where in the user's code, and what to do."""
-    where = user_location(e)
+    frame = _user_frame(e)
+    where = f"{frame.filename}:{frame.lineno}" if frame else None
+    code = f" (`{frame.line}`)" if frame and frame.line else ""
     text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     if isinstance(e, GuardOnDataDependentSymNode) or isinstance(e, DataDependentOutputException):
         return TraceError(
-            f"the model branches on or reads a value computed from tensor data: {text}",
+            f"forward() needs the value of a tensor to decide what to do{code}, but export "
+            f"traces with shapes only, not values [torch: {text}]",
             category="data-dependent control flow",
             location=where,
-            hint="export traces with shapes only; use torch.cond(pred, true_fn, false_fn, operands) "
-            "for a branch on tensor values, or torch._check(...) to state what holds",
+            hint="branch with torch.cond(pred, true_fn, false_fn, operands), compute without the "
+            "branch (torch.where), or state what holds with torch._check(...)",
         )
     if isinstance(e, DynamicOutputShapeException):
         return TraceError(
-            f"operator {e.func} has an output shape that depends on tensor data",
+            f"operator {e.func} has an output shape that depends on tensor data{code}",
             category="data-dependent output shape",
             location=where,
             hint="declare the size with torch._check_is_size / torch._check on the result",
         )
     if isinstance(e, UnsupportedOperatorException):
         return TraceError(
-            f"operator {e.func} has no fake-tensor (meta) implementation, so it cannot be traced",
+            f"operator {e.func} has no fake-tensor (meta) implementation, so it cannot be traced{code}",
             category="unsupported operator",
             location=where,
             hint="register one with torch.library.register_fake, or replace the call",
@@ -73,13 +80,13 @@ def explain(e: Exception) -> TraceError:
         "fake impl" in lowered or "meta tensor" in lowered or "fake tensor" in lowered and "kernel" in lowered
     ):
         return TraceError(
-            f"an operator cannot run on fake tensors: {text}",
+            f"an operator cannot run on fake tensors{code}: {text}",
             category="unsupported operator",
             location=where,
             hint="register a fake kernel with torch.library.register_fake, or replace the call",
         )
     return TraceError(
-        f"the model raised {type(e).__name__} while running on fake tensors: {text}",
+        f"the model raised {type(e).__name__} while running on fake tensors{code}: {text}",
         category="model error",
         location=where,
         hint="run the model eagerly on the same inputs; if that works, the failing line "

@@ -64,10 +64,10 @@ def _line(marker):
 @pytest.mark.parametrize(
     "model, category, marker, match",
     [
-        (BranchOnData(), "data-dependent control flow", "branch", "value computed from tensor data"),
-        (SizeFromData(), "data-dependent control flow", "item", "value computed from tensor data"),
+        (BranchOnData(), "data-dependent control flow", "branch", r"needs the value of a tensor to decide what to do \(`if x.sum\(\) > 0:  # line-marker: branch`\)"),
+        (SizeFromData(), "data-dependent control flow", "item", "needs the value of a tensor"),
         (CustomOpWithoutFake(), "unsupported operator", "custom", "cannot run on fake tensors"),
-        (Raises(), "model error", "raise", "raised ValueError while running on fake tensors: bad config"),
+        (Raises(), "model error", "raise", r"raised ValueError while running on fake tensors \(`raise ValueError\(\"bad config\"\)  # line-marker: raise`\): bad config"),
     ],
 )
 def test_failures_name_category_and_user_line(model, category, marker, match):
