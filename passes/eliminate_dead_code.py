@@ -21,7 +21,8 @@ def eliminate_dead_code(state: ExportState) -> bool:
         if isinstance(module, torch.fx.GraphModule):
             if module.graph.eliminate_dead_code():
                 changed = True
-                module.recompile()
+                if module is not state.gm:
+                    module.recompile()
     if changed:
         state.gm.delete_all_unused_submodules()
         _delete_unused_tensor_attributes(state.gm)

@@ -95,7 +95,6 @@ def lift_constants(state: ExportState) -> bool:
     state.input_specs[first_user:first_user] = new_specs
     for _, value, target in lifted:
         state.constants[target] = value
-    gm.recompile()
     return True
 
 

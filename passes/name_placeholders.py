@@ -120,7 +120,6 @@ def name_placeholders(state: ExportState) -> bool:
             spec.target = names.new.get(spec.target, spec.target)
     if _name_subgraph_inputs(gm):
         changed = True
-    gm.recompile()
     return changed
 
 

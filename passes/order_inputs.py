@@ -78,5 +78,4 @@ def order_inputs(state: ExportState) -> bool:
     for i in order:
         anchor.prepend(placeholders[i])
     state.input_specs = [specs[i] for i in order]
-    state.gm.recompile()
     return True
