@@ -16,7 +16,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from ._errors import TraceError
 
-__all__ = ["explain", "user_location"]
+__all__ = ["eager_failure", "explain", "user_location"]
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -93,3 +93,29 @@ def explain(e: Exception) -> TraceError:
         "probably needs real tensor values (.item(), .tolist(), .numpy(), printing a tensor)",
     )
 
+
+
+# Restoring the model after an eager run needs a copy of its state; above this size the
+# eager check is skipped rather than risk running out of memory.
+_EAGER_CHECK_MAX_BYTES = 1 << 30
+
+
+def eager_failure(model: torch.nn.Module, args, kwargs) -> tuple[bool, BaseException | None]:
+    """Run ``model`` eagerly on copies of the inputs, without grad: (whether it ran, what it raised).
+
+    The model's parameters and buffers are copied and put back (values and storage), so it
+    ends as it started.  Models whose state exceeds 1 GiB are not run: ``(False, None)``.
+    """
+    import torch.utils._pytree as pytree
+
+    from ._preserve import module_preserved, state_bytes, state_values_restored
+
+    if state_bytes(model) > _EAGER_CHECK_MAX_BYTES:
+        return False, None
+    args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), (args, kwargs))
+    try:
+        with state_values_restored(model), module_preserved(model), torch.no_grad():
+            model(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - any failure is the answer
+        return True, e
+    return True, None

@@ -15,13 +15,14 @@ import torch
 import passes
 import verifier
 
-from ._errors import ExportError, PassError, VerificationError
+from ._errors import ExportError, InputSpecError, PassError, TraceError, VerificationError
+from ._explain import eager_failure, user_location
 from ._inputs import bind_inputs
 from ._program import build_program
 from ._state import ExportState
 from ._trace import trace
 
-__all__ = ["export", "run_passes"]
+__all__ = ["export", "export_timed", "run_passes"]
 
 log = logging.getLogger(__name__)
 
@@ -85,21 +86,45 @@ def export(
     followed by the user outputs.  ``model`` is left exactly as it was, also on failure.
 
     Raises:
-        InputSpecError: ``args``/``kwargs`` do not fit ``model.forward``.
+        InputSpecError: ``args``/``kwargs`` do not fit ``model.forward`` (also when the model
+            fails on them when run eagerly: the inputs, not the export, are wrong).
         TraceError: running the model on fake tensors failed, or did something a program
             cannot express; the error names the category and the user's source line.
         PassError, VerificationError: a bug in exporter (please report).
     """
+    return export_timed(model, args, kwargs, dynamic_shapes=dynamic_shapes)[0]
+
+
+def export_timed(
+    model: torch.nn.Module,
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    *,
+    dynamic_shapes: Any = None,
+) -> tuple[torch.export.ExportedProgram, dict[str, float]]:
+    """``export``, also returning seconds per stage: inputs, trace, passes, program."""
     if dynamic_shapes is not None:
         raise NotImplementedError("dynamic_shapes is not supported yet")
     timings: dict[str, float] = {}
-    start = time.perf_counter()
+    clock = time.perf_counter()
+
+    def lap(stage: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings[stage] = now - clock
+        clock = now
+
     bound = bind_inputs(model, args, kwargs)
-    state = trace(model, bound)
-    timings["trace"] = time.perf_counter() - start
-    state.timings.update(timings)
+    lap("inputs")
+    try:
+        state = trace(model, bound)
+    except TraceError as e:
+        if e.category == "model error":
+            _blame_inputs_if_eager_fails(model, bound, e)
+        raise
+    lap("trace")
     run_passes(state)
-    start = time.perf_counter()
+    lap("passes")
     try:
         program = build_program(state)
     except Exception as e:
@@ -109,6 +134,28 @@ def export(
             hint="this is a bug in exporter; please report it with the model",
         ) from e
     verifier.verify_program(program)
-    state.timings["program"] = time.perf_counter() - start
-    program._exporter_timings = dict(state.timings)
-    return program
+    lap("program")
+    return program, timings
+
+
+def _blame_inputs_if_eager_fails(model: torch.nn.Module, bound, error: TraceError) -> None:
+    """Raise InputSpecError if the model also fails eagerly on the example inputs.
+
+    A model that cannot run on its example inputs at all (wrong shape, wrong dtype, a
+    missing entry in an input dict) fails under fake tensors too; saying so points the
+    user at the inputs instead of at export.  The model's buffers and the inputs are
+    restored after the eager run.
+    """
+    ran, failure = eager_failure(model, bound.args, bound.kwargs)
+    if not ran:
+        return
+    if failure is None:
+        error.hint = f"{error.hint} (the model runs eagerly on these inputs, so this is an export problem)"
+        return
+    detail = str(failure).strip().splitlines()[0] if str(failure).strip() else ""
+    raise InputSpecError(
+        "the model fails on the example inputs even when run eagerly, so the problem is the "
+        f"inputs or the model, not export: {type(failure).__name__}: {detail}",
+        location=user_location(failure),
+        hint="check the example inputs' number, shapes and dtypes against what forward() expects",
+    ) from error

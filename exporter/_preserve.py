@@ -12,12 +12,12 @@ the export succeeded or failed.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
-__all__ = ["module_preserved", "find_leaked_tracing_values"]
+__all__ = ["module_preserved", "state_values_restored", "find_leaked_tracing_values"]
 
 _MISSING = object()
 
@@ -70,6 +70,37 @@ def module_preserved(root: torch.nn.Module) -> Iterator[None]:
     finally:
         for module, snapshot in snapshots:
             _restore(module, snapshot)
+
+
+@contextlib.contextmanager
+def state_values_restored(root: torch.nn.Module) -> Iterator[Callable[[], None]]:
+    """Copy every parameter and buffer; yield a function that puts the copies back, and
+    call it on exit.
+
+    For running the real model (or a program sharing its tensors) without leaving a trace:
+    a train-mode BatchNorm updates its statistics, forward may assign ``weight.data``.
+    The copy doubles the model's memory while the block runs.
+    """
+    tensors = list({id(t): t for t in (*root.parameters(), *root.buffers())}.values())
+    saved = [(t, t.data, t.detach().clone()) for t in tensors]
+
+    def restore() -> None:
+        with torch.no_grad():
+            for tensor, data, values in saved:
+                if tensor.untyped_storage().data_ptr() != data.untyped_storage().data_ptr():
+                    tensor.data = data
+                data.copy_(values)
+
+    try:
+        yield restore
+    finally:
+        restore()
+
+
+def state_bytes(root: torch.nn.Module) -> int:
+    """Bytes held by the distinct parameters and buffers of ``root``."""
+    tensors = {id(t): t for t in (*root.parameters(), *root.buffers())}.values()
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def _is_tracing_value(value: Any) -> bool:

@@ -50,7 +50,7 @@ def test_model_is_unchanged(fail):
     model = Meddler(fail).train()
     before = _snapshot(model)
     if fail:
-        with pytest.raises(exporter.TraceError, match="boom"):
+        with pytest.raises(exporter.ExportError, match="boom"):
             exporter.export(model, (torch.randn(2, 3),))
     else:
         exporter.export(model, (torch.randn(2, 3),))

@@ -67,7 +67,6 @@ def _line(marker):
         (BranchOnData(), "data-dependent control flow", "branch", r"needs the value of a tensor to decide what to do \(`if x.sum\(\) > 0:  # line-marker: branch`\)"),
         (SizeFromData(), "data-dependent control flow", "item", "needs the value of a tensor"),
         (CustomOpWithoutFake(), "unsupported operator", "custom", "cannot run on fake tensors"),
-        (Raises(), "model error", "raise", r"raised ValueError while running on fake tensors \(`raise ValueError\(\"bad config\"\)  # line-marker: raise`\): bad config"),
     ],
 )
 def test_failures_name_category_and_user_line(model, category, marker, match):
@@ -147,3 +146,42 @@ def test_tracing_environment_is_set_during_forward_and_restored_after():
     assert TouchesGlobals.seen == {"compiling": True, "exporting": True, "mkldnn": False}
     assert not torch.compiler.is_compiling() and not torch.compiler.is_exporting()
     assert torch.backends.mkldnn.enabled == mkldnn_before
+
+
+class NeedsSixteen(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 4)
+        self.bn = torch.nn.BatchNorm1d(16)
+
+    def forward(self, x):
+        return self.lin(self.bn(x))
+
+
+def test_inputs_the_model_cannot_take_even_eagerly_are_an_input_error():
+    model = NeedsSixteen().train()
+    stats = model.bn.running_mean.clone()
+    with pytest.raises(exporter.InputSpecError, match="fails on the example inputs even when run eagerly") as info:
+        exporter.export(model, (torch.randn(4, 3),))
+    assert info.value.location and info.value.location.endswith(".py:" + info.value.location.rsplit(":", 1)[1])
+    assert isinstance(info.value.__cause__, TraceError)
+    torch.testing.assert_close(model.bn.running_mean, stats), "the eager check must not update buffers"
+
+
+def test_a_model_that_fails_eagerly_too_is_blamed_with_its_line():
+    with pytest.raises(exporter.InputSpecError, match="even when run eagerly.*ValueError: bad config") as info:
+        exporter.export(Raises(), (torch.randn(2, 2),))
+    assert info.value.location == _line("raise")
+
+
+class NeedsRealValues(torch.nn.Module):
+    def forward(self, x):
+        return x + torch.from_numpy(x.numpy())  # line-marker: numpy
+
+
+def test_an_export_only_failure_says_the_model_runs_eagerly():
+    with pytest.raises(TraceError, match="raised .* while running on fake tensors") as info:
+        exporter.export(NeedsRealValues(), (torch.randn(4),))
+    assert info.value.category == "model error"
+    assert info.value.location == _line("numpy")
+    assert "the model runs eagerly on these inputs, so this is an export problem" in info.value.hint
