@@ -291,12 +291,12 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
 
         stage("exporting")
         program, timings = export_timed(model, examples.args, examples.kwargs)
+        lap("export")
         report.timings.update({f"export.{k}": v for k, v in timings.items()})
         report.program = program
         report.signature = signature_rows(program)
         report.ops = op_histogram(program)
         report.modules = module_op_counts(program)
-        lap("export")
 
         if settings.verify:
             stage("comparing with eager")

@@ -193,6 +193,7 @@ class LoadedModel:
     """The referenced object's name (class, function or instance attribute)."""
     module: types.ModuleType
     """The module the model was found in (where ``:make_inputs`` references are looked up)."""
+    reference: Reference
 
 
 def _construct(factory: Callable, name: str, init_args: dict[str, Any], ref: Reference) -> Any:
@@ -266,7 +267,7 @@ def load_model(reference: str, init_args: dict[str, Any] | None = None, *, train
             hint="point MODEL at the model class",
         )
     model.train(train)
-    return LoadedModel(model, name, module)
+    return LoadedModel(model, name, module, ref)
 
 
 # -- example inputs ------------------------------------------------------------------------
@@ -387,7 +388,7 @@ def resolve_example_inputs(spec: str | None, loaded: LoadedModel) -> ExampleInpu
         return _from_function(found, source, model) if callable(found) else _from_value(found, source)
     if hasattr(loaded.module, "example_inputs"):
         found = loaded.module.example_inputs
-        source = f"example_inputs in {getattr(loaded.module, '__file__', loaded.module.__name__)}"
+        source = f"example_inputs in {loaded.reference.module}"
         return _from_function(found, source, model) if callable(found) else _from_value(found, source)
     raise InputSpecError(
         f"no example inputs for {loaded.name}",

@@ -45,8 +45,13 @@ def _shape(row: dict) -> str:
     return ""
 
 
-def _inputs_table(report) -> Table:
-    table = Table(title=f"inputs from {report.input_source}", title_justify="left", box=None, pad_edge=False)
+def _titled(title: str, body) -> Group:
+    # Titles printed above rather than as table titles, which wrap to the table's width.
+    return Group(Text(title, style="bold"), body)
+
+
+def _inputs_table(report) -> Group:
+    table = Table(box=None, pad_edge=False)
     for column in ("input", "kind", "dtype", "shape / value"):
         table.add_column(column)
     for leaf in report.inputs:
@@ -54,11 +59,11 @@ def _inputs_table(report) -> Table:
             table.add_row(escape(leaf["path"]), "tensor", leaf["dtype"], escape(_shape(leaf)))
         else:
             table.add_row(escape(leaf["path"]), "constant", type(leaf["value"]).__name__, escape(repr(leaf["value"])))
-    return table
+    return _titled(f"inputs from {report.input_source}", table)
 
 
-def _signature_table(report) -> Table:
-    table = Table(title="signature", title_justify="left")
+def _signature_table(report) -> Group:
+    table = Table()
     for column in ("", "kind", "name", "target", "shape", "dtype"):
         table.add_column(column)
     for side in ("inputs", "outputs"):
@@ -69,12 +74,12 @@ def _signature_table(report) -> Table:
             table.add_row(
                 side[:-1], row["kind"], escape(row["name"] or "—"), escape(target), escape(_shape(row)), row.get("dtype") or ""
             )
-    return table
+    return _titled("signature", table)
 
 
-def _ops_table(report, limit: int = 25) -> Table:
+def _ops_table(report, limit: int = 25) -> Group:
     total = sum(report.ops.values())
-    table = Table(title=f"ops ({total} calls, {len(report.ops)} kinds)", title_justify="left")
+    table = Table()
     table.add_column("op")
     table.add_column("count", justify="right")
     items = list(report.ops.items())
@@ -82,7 +87,7 @@ def _ops_table(report, limit: int = 25) -> Table:
         table.add_row(escape(op), str(count))
     if len(items) > limit:
         table.add_row(f"... {len(items) - limit} more", str(sum(c for _, c in items[limit:])))
-    return table
+    return _titled(f"ops ({total} calls, {len(report.ops)} kinds)", table)
 
 
 def _ops(n: int) -> str:
@@ -106,8 +111,8 @@ def _module_tree(report) -> Tree:
     return tree
 
 
-def _verification_table(report) -> Table:
-    table = Table(title=f"program vs eager (rtol {report.settings.rtol:g}, atol {report.settings.atol:g})", title_justify="left")
+def _verification_table(report) -> Group:
+    table = Table()
     for column in ("inputs", "output", "max abs error", "max rel error", ""):
         table.add_column(column, justify="right" if "error" in column else "left")
     for run in report.verification:
@@ -117,16 +122,17 @@ def _verification_table(report) -> Table:
         for out in run.outputs:
             mark = Text("ok", style="green") if out.ok else Text("MISMATCH " + out.note, style="red")
             table.add_row(run.label, escape(out.path), f"{out.max_abs:.3g}", f"{out.max_rel:.3g}", mark)
-    return table
+    return _titled(f"program vs eager (rtol {report.settings.rtol:g}, atol {report.settings.atol:g})", table)
 
 
-def _timings_table(report) -> Table:
-    table = Table(title="time", title_justify="left", box=None, pad_edge=False)
+def _timings_table(report) -> Group:
+    table = Table(box=None, pad_edge=False)
     table.add_column("stage")
     table.add_column("seconds", justify="right")
     for stage, seconds in report.timings.items():
-        table.add_row(stage, f"{seconds:.3f}")
-    return table
+        parent, _, sub = stage.partition(".")
+        table.add_row(f"  {sub}" if sub else stage, f"{seconds:.3f}")
+    return _titled("time", table)
 
 
 def render_export(report, console: Console, *, show_graph: bool = False, verbose: bool = False) -> None:
@@ -147,7 +153,8 @@ def render_export(report, console: Console, *, show_graph: bool = False, verbose
     if report.verification is not None:
         console.print(_verification_table(report))
     if show_graph and report.program is not None:
-        console.print(Syntax(report.program.graph_module.code.strip(), "python", theme="ansi_dark", word_wrap=True))
+        code = report.program.graph_module.print_readable(print_output=False, include_stride=False, include_device=False)
+        console.print(Syntax(code.strip(), "python", theme="ansi_dark", word_wrap=True))
     if len(report.timings) > 1:
         console.print(_timings_table(report))
     if report.ok:
@@ -198,7 +205,8 @@ def render_error(report, console: Console, *, verbose: bool = False) -> None:
 
 def render_check(results, console: Console) -> None:
     """The check table (model, status, ops, params, time, drift) and the details of failures."""
-    table = Table(title="exporter check", title_justify="left")
+    console.print(Text("exporter check", style="bold"))
+    table = Table()
     for column in ("model", "status", "ops", "params", "time", "drift"):
         table.add_column(column, justify="right" if column in ("ops", "params", "time") else "left")
     styles = {"ok": "green", "drift": "yellow", "failed": "red", "no baseline": "yellow"}

@@ -214,7 +214,7 @@ def test_verification_mismatch_fails_the_run(workdir):
 def test_graph_prints_the_code(workdir):
     result = run("models.py:Net", "--graph", cwd=workdir)
     assert result.returncode == 0
-    assert "def forward(self, p_lin_weight, p_lin_bias, x)" in out(result)
+    assert 'def forward(self, p_lin_weight: "f32[8, 16]", p_lin_bias: "f32[8]", x: "f32[3, 16]")' in out(result)
     assert "torch.ops.aten.linear.default" in out(result)
 
 
