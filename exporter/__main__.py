@@ -152,8 +152,9 @@ def _check_main(argv: list[str]) -> int:
     )
     try:
         with progress(console if not args.quiet else Console(quiet=True, emoji=False)) as stage:
-            stage(f"exporting {len(args.models)} model(s)")
-            results = run_check(settings)
+            total = len(args.models)
+            stage(f"exporting {total} model(s)")
+            results = run_check(settings, lambda ref, finished: stage(f"exported {finished}/{total}, last {ref}"))
     except InputSpecError as e:
         return _input_error(console, e, ", ".join(args.models))
     if args.junit:

@@ -57,8 +57,12 @@ def _export_one(reference: str, rtol: float, atol: float) -> ExportReport:
     return report
 
 
-def run_check(settings: CheckSettings, on_result: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
-    """Export and verify every model (in ``settings.jobs`` worker processes), then judge drift."""
+def run_check(settings: CheckSettings, on_done: Callable[[str, int], None] | None = None) -> list[CheckResult]:
+    """Export and verify every model (in ``settings.jobs`` worker processes), then judge drift.
+
+    ``on_done(reference, finished)`` is called as each export finishes, for progress display.
+    """
+    done = on_done or (lambda reference, finished: None)
     baseline = load_baseline(settings.baseline) if settings.baseline else None
     reports: dict[str, ExportReport] = {}
     if settings.jobs > 1 and len(settings.models) > 1:
@@ -68,9 +72,11 @@ def run_check(settings: CheckSettings, on_result: Callable[[CheckResult], None] 
             futures = {pool.submit(_export_one, m, settings.rtol, settings.atol): m for m in settings.models}
             for future in concurrent.futures.as_completed(futures):
                 reports[futures[future]] = future.result()
+                done(futures[future], len(reports))
     else:
         for reference in settings.models:
             reports[reference] = _export_one(reference, settings.rtol, settings.atol)
+            done(reference, len(reports))
 
     results = []
     for reference in settings.models:
@@ -86,8 +92,6 @@ def run_check(settings: CheckSettings, on_result: Callable[[CheckResult], None] 
             else:
                 result.drift = drift(baseline[reference], entry)
         results.append(result)
-        if on_result:
-            on_result(result)
     if baseline is not None and settings.update_baseline:
         save_baseline(settings.baseline, baseline)
     return results

@@ -346,3 +346,29 @@ def test_check_fails_on_export_failure_and_missing_baseline(workdir):
 
     bad_reference = run("check", "nothere.py:Net", cwd=workdir)
     assert bad_reference.returncode == 2
+
+
+def test_live_status_on_a_terminal_only(workdir):
+    import pty
+
+    controller, terminal = pty.openpty()
+    env = dict(os.environ, COLUMNS="120", TERM="xterm")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "exporter", "models.py:Net", "-o", "tty.pt2"],
+        cwd=workdir, stdin=terminal, stdout=terminal, stderr=terminal, env=env,
+    )
+    os.close(terminal)
+    chunks = []
+    while True:
+        try:
+            data = os.read(controller, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=300)
+    os.close(controller)
+    text = b"".join(chunks).decode(errors="replace")
+    assert proc.returncode == 0, text
+    assert "exporting..." in text and "saved" in text
