@@ -4,7 +4,7 @@
     ep = exporter.export(model, (x,), {"mask": mask})   # a torch.export.ExportedProgram
 """
 
-from ._errors import ExportError, InputSpecError, PassError, TraceError, VerificationError
+from ._errors import ConstraintError, ExportError, InputSpecError, PassError, TraceError, VerificationError
 from ._pipeline import export
 
 __version__ = "0.1.0"
@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 __all__ = [
     "export",
     "ExportError",
+    "ConstraintError",
     "InputSpecError",
     "TraceError",
     "PassError",

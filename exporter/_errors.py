@@ -13,6 +13,7 @@ __all__ = [
     "TraceError",
     "PassError",
     "VerificationError",
+    "ConstraintError",
 ]
 
 
@@ -62,6 +63,21 @@ class TraceError(ExportError):
     """Running the model under fake tensors failed or did something a program cannot express."""
 
     category = "trace"
+
+
+class ConstraintError(TraceError):
+    """The traced model does not fit the declared ``dynamic_shapes``: the message lists each
+    violation with its input dimension, the source line that forced it and the spec to use."""
+
+    category = "dynamic shape constraint"
+
+    def __init__(self, message: str, *, violations=(), **kw) -> None:
+        super().__init__(message, **kw)
+        self.violations = list(violations)
+        if self.location is None and self.violations:
+            self.location = self.violations[0].location
+        if self.hint is None:
+            self.hint = "apply the fixes listed above to dynamic_shapes"
 
 
 class PassError(ExportError):

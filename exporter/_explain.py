@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import traceback
 
@@ -24,7 +25,9 @@ _OWN_DIRS = tuple(os.path.join(_PROJECT_DIR, d) + os.sep for d in ("exporter", "
 _STDLIB_DIR = os.path.dirname(os.path.abspath(contextlib.__file__)) + os.sep
 
 
-def _is_library_frame(filename: str) -> bool:
+@functools.lru_cache(maxsize=4096)
+def is_library_frame(filename: str) -> bool:
+    """Whether ``filename`` belongs to torch, exporter or the standard library (not user code)."""
     if filename.startswith("<"):
         return True
     filename = os.path.abspath(filename)
@@ -35,7 +38,7 @@ def _is_library_frame(filename: str) -> bool:
 
 def _user_frame(exc: BaseException) -> traceback.FrameSummary | None:
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        if not _is_library_frame(frame.filename):
+        if not is_library_frame(frame.filename):
             return frame
     return None
 

@@ -17,6 +17,8 @@ import verifier
 
 from ._errors import ExportError, InputSpecError, PassError, TraceError, VerificationError
 from ._explain import eager_failure, user_location
+from ._constraints import check_constraints
+from ._dynamic import plan_dynamic_shapes
 from ._inputs import bind_inputs
 from ._program import build_program
 from ._state import ExportState
@@ -102,9 +104,7 @@ def export_timed(
     *,
     dynamic_shapes: Any = None,
 ) -> tuple[torch.export.ExportedProgram, dict[str, float]]:
-    """``export``, also returning seconds per stage: inputs, trace, passes, program."""
-    if dynamic_shapes is not None:
-        raise NotImplementedError("dynamic_shapes is not supported yet")
+    """``export``, also returning seconds per stage: inputs, trace, constraints, passes, program."""
     timings: dict[str, float] = {}
     clock = time.perf_counter()
 
@@ -115,14 +115,17 @@ def export_timed(
         clock = now
 
     bound = bind_inputs(model, args, kwargs)
+    plan = plan_dynamic_shapes(model, bound, dynamic_shapes) if dynamic_shapes is not None else None
     lap("inputs")
     try:
-        state = trace(model, bound)
+        state = trace(model, bound, plan)
     except TraceError as e:
         if e.category == "model error":
             _blame_inputs_if_eager_fails(model, bound, e)
         raise
     lap("trace")
+    check_constraints(state)
+    lap("constraints")
     run_passes(state)
     lap("passes")
     try:

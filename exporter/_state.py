@@ -48,6 +48,12 @@ class ExportState:
     """id(tensor) -> FQNs of the plain tensor attributes of ``root`` (neither parameter nor buffer)."""
 
     range_constraints: dict[Any, Any] = attrs.field(factory=dict)
+    dynamic: Any = None
+    """The parsed ``dynamic_shapes`` (a DynamicPlan), or None for a static export."""
+    tracked: list[tuple[int, Any, Any, Any]] = attrs.field(factory=list)
+    """(leaf index, fake, source, symbolic context) of the user's tensor inputs, when dynamic."""
+    equalities: Any = None
+    """The EqualityConstraint the dynamic_shapes spec declares (shared and derived Dims)."""
     timings: dict[str, float] = attrs.field(factory=dict)
 
     @property

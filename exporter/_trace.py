@@ -17,6 +17,7 @@ The result is an ``ExportState`` whose graph still has make_fx's placeholder nam
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import sys
 from collections.abc import Iterator
@@ -28,6 +29,8 @@ import torch.utils._pytree as pytree
 from torch._dispatch.python import enable_python_dispatcher
 from torch._higher_order_ops.effects import has_effects
 from torch._ops import OpOverload
+# Source data classes: the ShapeEnv keys input sizes by them (the Dynamo tracer is not used).
+from torch._dynamo.source import TensorProperty, TensorPropertySource
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 from torch.export.graph_signature import (
@@ -47,7 +50,8 @@ from torch.nn.utils.stateless import _reparametrize_module
 
 from ._dispatch import EXPORT_LOCK, assert_conversion_metadata, keep_composites_whole
 from ._errors import ExportError, TraceError
-from ._explain import explain
+from ._explain import explain, is_library_frame
+from ._dynamic import DynamicPlan
 from ._inputs import BoundInputs, describe_path
 from ._preserve import module_preserved
 from ._stacks import user_stack_trace
@@ -94,6 +98,21 @@ def constant_attribute_fqns(root: torch.nn.Module) -> dict[int, list[str]]:
     return found
 
 
+class _ShapeEnv(ShapeEnv):
+    """A ShapeEnv that attributes guards to the user's own source line.
+
+    The stock one blames the innermost frame outside a few shape-handling files, which is
+    often a torch decomposition or meta kernel; constraint errors should point at the
+    model's line that needed the guard.
+    """
+
+    def _get_user_frame(self):
+        frame = inspect.currentframe()
+        while frame is not None and is_library_frame(frame.f_code.co_filename):
+            frame = frame.f_back
+        return frame
+
+
 def _new_fake_mode(root: torch.nn.Module) -> FakeTensorMode:
     code = getattr(type(root).forward, "__code__", None)
     co_fields = (
@@ -101,7 +120,7 @@ def _new_fake_mode(root: torch.nn.Module) -> FakeTensorMode:
         if code is not None
         else {}
     )
-    shape_env = ShapeEnv(tracked_fakes=[], co_fields=co_fields, trace_asserts=True)
+    shape_env = _ShapeEnv(tracked_fakes=[], co_fields=co_fields, trace_asserts=True)
     return FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True, export=True)
 
 
@@ -325,30 +344,58 @@ def _copy_fresh_constant(tensor: torch.Tensor) -> torch.Tensor:
 _DECOMPOSITIONS = {torch.ops.aten.lift_fresh.default: _copy_fresh_constant}
 
 
-def _fakify(fake_mode: FakeTensorMode, values: list[Any]) -> list[Any]:
-    """Fake every tensor in ``values``; the same tensor twice (tied weights) gets one fake."""
+@attrs.frozen
+class _Fakes:
+    inputs: list[Any]
+    """Fake state then fake user inputs, in the traced function's argument order."""
+    tracked: list[tuple[int, Any, Any, Any]]
+    """(leaf index, fake, source, symbolic context) of each user tensor, for checking guards."""
+    equalities: Any = None
+
+
+def _fake_inputs(fake_mode: FakeTensorMode, state_values: list[Any], bound: BoundInputs, plan) -> _Fakes:
+    """Fake parameters and buffers (static; a tensor reached twice, as tied weights are, gets
+    one fake) and user inputs (symbolic where ``plan`` makes a dimension dynamic)."""
     memo: dict[int, Any] = {}
-    out = []
-    for value in values:
-        if isinstance(value, torch.Tensor):
-            if id(value) not in memo:
-                memo[id(value)] = fake_mode.from_tensor(value, static_shapes=True)
-            value = memo[id(value)]
-        out.append(value)
-    return out
+    fakes = []
+    for value in state_values:
+        if id(value) not in memo:
+            memo[id(value)] = fake_mode.from_tensor(value, static_shapes=True)
+        fakes.append(memo[id(value)])
+    tracked = []
+    example_sizes = {}
+    for i, value in enumerate(bound.flat):
+        if not isinstance(value, torch.Tensor):
+            fakes.append(value)
+        elif plan is None:
+            fakes.append(fake_mode.from_tensor(value, static_shapes=True))
+        else:
+            source, context = plan.sources[i], plan.symbolic_context(i, value)
+            fake = fake_mode.from_tensor(value, source=source, symbolic_context=context)
+            fakes.append(fake)
+            tracked.append((i, fake, source, context))
+            example_sizes.update({(i, d): int(size) for d, size in enumerate(value.shape)})
+    equalities = None
+    if plan is not None:
+        size_sources = {
+            (i, d): TensorPropertySource(plan.sources[i], TensorProperty.SIZE, d)
+            for i, d in example_sizes
+        }
+        equalities = plan.equalities(fake_mode.shape_env, size_sources, example_sizes)
+    return _Fakes(fakes, tracked, equalities)
 
 
 @attrs.frozen
 class _Traced:
     gm: torch.fx.GraphModule
     fake_mode: FakeTensorMode
-    fake_inputs: list[Any]
+    fakes: _Fakes
     recorded: _Recorded
 
 
-def _trace_once(root, state_values, state_names, bound, labels, *, functionalized: bool) -> _Traced:
+def _trace_once(root, state_values, state_names, bound, labels, plan, *, functionalized: bool) -> _Traced:
     fake_mode = _new_fake_mode(root)
-    fake_inputs = _fakify(fake_mode, [*state_values, *bound.flat])
+    fakes = _fake_inputs(fake_mode, state_values, bound, plan)
     recorded = _Recorded()
     traced = _make_traced_fn(root, state_names, bound, labels, recorded, functionalized=functionalized)
     # The tracing context hands our fake mode to anything that compiles a region
@@ -368,12 +415,21 @@ def _trace_once(root, state_values, state_names, bound, labels, *, functionalize
             record_module_stack=True,
             pre_dispatch=False,
             _disable_torch_fn_metadata_mode=True,
-        )(*fake_inputs)
-    return _Traced(gm, fake_mode, fake_inputs, recorded)
+        )(*fakes.inputs)
+    return _Traced(gm, fake_mode, fakes, recorded)
 
 
-def trace(root: torch.nn.Module, bound: BoundInputs, *, always_functionalize: bool = False) -> ExportState:
+def trace(
+    root: torch.nn.Module,
+    bound: BoundInputs,
+    plan: DynamicPlan | None = None,
+    *,
+    always_functionalize: bool = False,
+) -> ExportState:
     """Trace ``root`` on ``bound`` inputs into an ExportState holding functional ATen.
+
+    With a ``plan`` (parsed ``dynamic_shapes``) the dynamic dimensions of user inputs are
+    symbolic; checking the guards the trace produced against the plan is a later step.
 
     Functionalization costs about a quarter of the trace and changes nothing in a program
     that never writes to a tensor, so the model is first traced without it; the first
@@ -395,17 +451,20 @@ def trace(root: torch.nn.Module, bound: BoundInputs, *, always_functionalize: bo
                 traced = None
                 if not always_functionalize:
                     try:
-                        traced = _trace_once(root, state_values, state_names, bound, labels, functionalized=False)
+                        traced = _trace_once(
+                            root, state_values, state_names, bound, labels, plan, functionalized=False
+                        )
                     except _NeedsFunctionalization as why:
                         log.debug("tracing again, functionalized: %s", why)
                 if traced is None:
-                    traced = _trace_once(root, state_values, state_names, bound, labels, functionalized=True)
+                    traced = _trace_once(root, state_values, state_names, bound, labels, plan, functionalized=True)
         except ExportError:
             raise
         except Exception as e:
             raise explain(e) from e
 
-    gm, fake_mode, fake_inputs, recorded = traced.gm, traced.fake_mode, traced.fake_inputs, traced.recorded
+    gm, fake_mode, recorded = traced.gm, traced.fake_mode, traced.recorded
+    fake_inputs = traced.fakes.inputs
     _root_relative_module_stacks(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for node, value in zip(placeholders, fake_inputs):
@@ -456,6 +515,9 @@ def trace(root: torch.nn.Module, bound: BoundInputs, *, always_functionalize: bo
         user_input_paths=list(bound.paths),
         forward_arg_names=list(bound.forward_arg_names),
         constant_fqns=constant_attribute_fqns(root),
+        dynamic=plan,
+        tracked=traced.fakes.tracked,
+        equalities=traced.fakes.equalities,
     )
 
 

@@ -4,6 +4,7 @@
 """
 
 from .eliminate_dead_code import eliminate_dead_code
+from .insert_runtime_asserts import insert_runtime_asserts
 from .lift_constants import lift_constants
 from .name_placeholders import name_placeholders
 from .normalize_module_stack import normalize_module_stack
@@ -14,6 +15,7 @@ from .restore_fqns import restore_fqns
 __all__ = [
     "DEFAULT_PASSES",
     "eliminate_dead_code",
+    "insert_runtime_asserts",
     "lift_constants",
     "name_placeholders",
     "normalize_module_stack",
@@ -25,6 +27,7 @@ __all__ = [
 DEFAULT_PASSES = (
     remove_state_copies,
     eliminate_dead_code,
+    insert_runtime_asserts,
     lift_constants,
     restore_fqns,
     order_inputs,
