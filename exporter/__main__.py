@@ -49,6 +49,14 @@ def _export_parser() -> argparse.ArgumentParser:
                    "(an nn.Module class, a function returning a module, or a module instance)")
     p.add_argument("--example-inputs", metavar="SPEC", help=_EXAMPLE_INPUTS_HELP)
     p.add_argument("--init-args", metavar="JSON", help="keyword arguments for the class or function, as a JSON object")
+    p.add_argument(
+        "--dynamic",
+        action="append",
+        default=[],
+        metavar="PATH=SPEC",
+        help="make an input dimension dynamic, e.g. x.0=batch:1..64 (a named Dim with its range; "
+        "flags sharing a name share it), y.0=batch, z.1=2*batch, w.0=auto; repeat the flag",
+    )
     p.add_argument("--train", action="store_true", help="export in train mode (default: eval)")
     p.add_argument("-o", "--output", metavar="OUT.pt2", help="where to write the program (default: <Name>.pt2 here)")
     p.add_argument("--json", metavar="REPORT.json", help="also write a machine-readable report")
@@ -122,6 +130,7 @@ def _export_main(argv: list[str]) -> int:
         verify=args.verify,
         rtol=args.rtol,
         atol=args.atol,
+        dynamic=args.dynamic,
     )
     with progress(console if not args.quiet else Console(quiet=True, emoji=False)) as stage:
         report = run_export(settings, on_stage=stage)

@@ -266,21 +266,33 @@ def _holds(expr, values: dict) -> bool:
 _SAMPLES = 64
 
 
+def _root_samples(root: sympy.Symbol, dims: dict[sympy.Symbol, _Dim]) -> list[int]:
+    """Values to try for a declared root: the low end of its range and, if bounded, the high end."""
+    dim = next((d for d in dims.values() if d.request.name == root.name or d.request.root == root.name), None)
+    request = dim.request if dim is not None else None
+    low, high = 2, None
+    if request is not None and request.kind == "named":
+        low = max(2, int(request.min or 0))
+        high = None if request.max in (None, int_oo) else int(request.max)
+    elif request is not None and request.kind == "derived" and request.root_range:
+        low = max(2, int(request.root_range[0] or 0))
+        high = None if request.root_range[1] in (None, int_oo) else int(request.root_range[1])
+    values = list(range(low, low + _SAMPLES // 2))
+    if high is not None:
+        values += range(max(low, high - _SAMPLES // 2), high + 1)
+    return sorted(set(v for v in values if high is None or v <= high))
+
+
 def _implied(guard, names: _Names, dims: dict[sympy.Symbol, _Dim]) -> bool:
-    """Whether the declarations make ``guard`` true, checked on sample values of the declared roots."""
+    """Whether the declarations make ``guard`` true, checked on sample values of the declared
+    roots (both ends of their ranges)."""
     declared = names.in_declared_terms(guard)
     if declared in (sympy.true, sympy.false):
         return declared == sympy.true
     roots = sorted(declared.free_symbols, key=str)
-    ranges = {}
-    for root in roots:
-        dim = next((d for d in dims.values() if d.request.name == root.name or d.request.root == root.name), None)
-        low = 2
-        if dim is not None and dim.request.kind == "named" and dim.request.min is not None:
-            low = max(2, int(dim.request.min))
-        ranges[root] = low
-    for step in range(_SAMPLES):
-        values = {root: ranges[root] + (step * (i + 1)) % _SAMPLES for i, root in enumerate(roots)}
+    samples = {root: _root_samples(root, dims) for root in roots}
+    for step in range(max(len(v) for v in samples.values())):
+        values = {root: vals[(step * (i + 1)) % len(vals)] for i, (root, vals) in enumerate(samples.items())}
         if not _holds(declared, values):
             return False
     return True
@@ -309,11 +321,13 @@ def _other_guards(state: ExportState, strict: list[_Dim], names: _Names) -> list
     declared = {d.symbol: d for d in strict}
     examples = {d.symbol: d.example for d in strict}
     by_dim: dict[sympy.Symbol, list] = {}
+    seen = set()
     for guard in shape_env.guards:
         expr = shape_env.simplify(guard.expr)
         symbols = expr.free_symbols
-        if not symbols or not symbols <= set(declared):
+        if not symbols or not symbols <= set(declared) or expr in seen:
             continue
+        seen.add(expr)
         if len(symbols) == 1 and _is_plain_bound(expr):
             continue  # a bound on one dim: handled as its range
         if _implied(expr, names, declared):
@@ -327,7 +341,12 @@ def _other_guards(state: ExportState, strict: list[_Dim], names: _Names) -> list
         expr, sloc = min(failing, key=lambda item: len(str(item[0])))
         more = f" (and {len(failing) - 1} more guard{'s' if len(failing) > 2 else ''})" if len(failing) > 1 else ""
         k = _multiple_of(dim, guards, examples) if len(expr.free_symbols) == 1 else None
-        if k is not None:
+        excluded = _excluded_edge(dim, guards)
+        if excluded is not None:
+            vr = ValueRanges(excluded[0], excluded[1])
+            message = f"the model needs {names.text(expr)}, so {request.input_dim} cannot reach its declared bound"
+            fix = _range_fix(dim, vr)
+        elif k is not None:
             stem = f"{request.name or request.input_dim.split('.')[0]}_{k}"
             message = f"the model needs {request.input_dim} to be a multiple of {k}"
             fix = f'{stem} = Dim("{stem}"); {spec_fragment(request.keys, f"{k} * {stem}")}  (a multiple of {k})'
@@ -338,8 +357,29 @@ def _other_guards(state: ExportState, strict: list[_Dim], names: _Names) -> list
     return found
 
 
+def _excluded_edge(dim: _Dim, guards: list) -> tuple[int, Any] | None:
+    """If the guards only rule out the ends of the declared range (``seq != 128`` with max=128),
+    the narrower range that excludes them."""
+    request = dim.request
+    if request.kind != "named" or not all(isinstance(g, sympy.Ne) for g in guards):
+        return None
+    low = max(2, int(request.min or 0))
+    high = request.max
+    for guard in guards:
+        value = guard.rhs if guard.lhs == dim.symbol else guard.lhs if guard.rhs == dim.symbol else None
+        if value is None or not value.is_Integer:
+            return None
+        if high != int_oo and int(value) == int(high):
+            high = int(value) - 1
+        elif int(value) == low:
+            low = int(value) + 1
+        else:
+            return None
+    return low, high
+
+
 def _is_plain_bound(expr) -> bool:
-    if not isinstance(expr, (sympy.Eq, sympy.Ne, sympy.Le, sympy.Lt, sympy.Ge, sympy.Gt)):
+    if not isinstance(expr, (sympy.Eq, sympy.Le, sympy.Lt, sympy.Ge, sympy.Gt)):
         return False
     return not any(type(a).__name__ in ("Mod", "PythonMod", "FloorDiv", "CleanDiv") for a in sympy.preorder_traversal(expr))
 

@@ -41,7 +41,7 @@ from torch.utils._sympy.value_ranges import ValueRanges
 from ._errors import InputSpecError
 from ._inputs import BoundInputs
 
-__all__ = ["DimRequest", "DynamicPlan", "InputSource", "plan_dynamic_shapes"]
+__all__ = ["DimRequest", "DynamicPlan", "InputSource", "inputs_by_name", "plan_dynamic_shapes"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -381,12 +381,8 @@ def plan_dynamic_shapes(model: torch.nn.Module, bound: BoundInputs, dynamic_shap
     sources = {i: InputSource(source_name(p)) for i, p in enumerate(combined_paths)}
 
     # The inputs as forward() binds them, to walk the spec against.
-    combined: dict[str, Any] = {}
-    leaf_of: dict[tuple[int, tuple], int] = {}
-    for i, (path, leaf) in enumerate(zip(combined_paths, bound.flat)):
-        leaf_of[id(leaf), tuple(path)] = i
-    for name in dict.fromkeys(p[0] for p in combined_paths):
-        combined[name] = _rebuild(name, combined_paths, bound.flat)
+    combined = inputs_by_name(model, bound)
+    leaf_of = {(id(leaf), tuple(path)): i for i, (path, leaf) in enumerate(zip(combined_paths, bound.flat))}
 
     if isinstance(dynamic_shapes, (tuple, list)):
         if len(dynamic_shapes) != len(combined):
@@ -431,6 +427,12 @@ def plan_dynamic_shapes(model: torch.nn.Module, bound: BoundInputs, dynamic_shap
     requests = {leaf: dims for leaf, dims in requests.items() if dims}
     roots = _check_against_examples(requests, bound, dynamic_shapes)
     return DynamicPlan(requests, sources, roots, dynamic_shapes)
+
+
+def inputs_by_name(model: torch.nn.Module, bound: BoundInputs) -> dict[str, Any]:
+    """The example inputs keyed by the forward() names a dynamic_shapes dict uses."""
+    paths = _combined_paths(_signature(model), bound)
+    return {name: _rebuild(name, paths, bound.flat) for name in dict.fromkeys(p[0] for p in paths)}
 
 
 def _rebuild(name: str, combined_paths, flat: list[Any]) -> Any:

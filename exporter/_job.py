@@ -23,7 +23,9 @@ import torch.utils._pytree as pytree
 
 from ._compare import Comparison, compare_with_eager
 from ._errors import ExportError
-from ._inputs import describe_path
+from ._dynamic import inputs_by_name
+from ._dynamic_flags import dynamic_shapes_from_flags
+from ._inputs import bind_inputs, describe_path
 from ._loading import load_model, resolve_example_inputs
 from ._pipeline import export_timed
 
@@ -49,6 +51,8 @@ class ExportSettings:
     """With ``verify``: fresh input draws compared besides the example inputs."""
     rtol: float = 1e-4
     atol: float = 1e-5
+    dynamic: list[str] = attrs.field(factory=list)
+    """``--dynamic`` flags: ``x.0=batch:1..64``."""
 
 
 @attrs.define
@@ -65,6 +69,7 @@ class ExportReport:
     output_file: str | None = None
     timings: dict[str, float] = attrs.field(factory=dict)
     signature: dict[str, list[dict[str, Any]]] | None = None
+    range_constraints: dict[str, list[Any]] = attrs.field(factory=dict)
     ops: dict[str, int] = attrs.field(factory=dict)
     modules: list[dict[str, Any]] = attrs.field(factory=list)
     verification: list[Comparison] | None = None
@@ -100,6 +105,8 @@ class ExportReport:
             "inputs": {"source": self.input_source, "leaves": self.inputs},
             "output_file": self.output_file,
             "timings": {k: round(v, 6) for k, v in self.timings.items()},
+            "dynamic": self.settings.dynamic,
+            "range_constraints": self.range_constraints,
             "signature": self.signature,
             "ops": self.ops,
             "modules": self.modules,
@@ -140,6 +147,13 @@ def _value_meta(val: Any) -> dict[str, Any]:
     if isinstance(val, torch.SymInt):
         return {"shape": None, "dtype": "SymInt"}
     return {"shape": None, "dtype": type(val).__name__}
+
+
+def _json_bound(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, OverflowError, ValueError):
+        return None  # unbounded
 
 
 def signature_rows(program: torch.export.ExportedProgram) -> dict[str, list[dict[str, Any]]]:
@@ -289,14 +303,22 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
         report.inputs = [_describe_leaf(p, v) for p, v in pytree.tree_flatten_with_path((examples.args, examples.kwargs))[0]]
         lap("inputs")
 
+        dynamic_shapes = None
+        if settings.dynamic:
+            named = inputs_by_name(model, bind_inputs(model, examples.args, examples.kwargs))
+            dynamic_shapes = dynamic_shapes_from_flags(settings.dynamic, named)
+
         stage("exporting")
-        program, timings = export_timed(model, examples.args, examples.kwargs)
+        program, timings = export_timed(model, examples.args, examples.kwargs, dynamic_shapes=dynamic_shapes)
         lap("export")
         report.timings.update({f"export.{k}": v for k, v in timings.items()})
         report.program = program
         report.signature = signature_rows(program)
         report.ops = op_histogram(program)
         report.modules = module_op_counts(program)
+        report.range_constraints = {
+            str(expr): [_json_bound(vr.lower), _json_bound(vr.upper)] for expr, vr in program.range_constraints.items()
+        }
 
         if settings.verify:
             stage("comparing with eager")

@@ -372,3 +372,53 @@ def test_live_status_on_a_terminal_only(workdir):
     text = b"".join(chunks).decode(errors="replace")
     assert proc.returncode == 0, text
     assert "exporting..." in text and "saved" in text
+
+
+# -- dynamic shapes --------------------------------------------------------------------------------
+
+TRANSFORMER = os.path.join(EXAMPLES, "tiny_transformer.py:TinyTransformer")
+
+
+def test_dynamic_flags_export_one_program_for_many_sizes(workdir):
+    flags = ["--dynamic", "input_ids.0=batch:2..64", "--dynamic", "input_ids.1=seq:..127",
+             "--dynamic", "attention_mask.0=batch", "--dynamic", "attention_mask.1=seq"]
+    result = run(TRANSFORMER, *flags, "--verify", "--json", "d.json", "-o", "tt.pt2", "-q", cwd=workdir)
+    assert result.returncode == 0, out(result)
+    report = json.loads((workdir / "d.json").read_text())
+    assert sorted(report["range_constraints"].values()) == [[0, 127], [2, 64]]
+    assert report["dynamic"] == flags[1::2]
+
+    program = torch.export.load(workdir / "tt.pt2").module()
+    for batch, seq in [(2, 5), (7, 127), (64, 33)]:
+        ids = torch.randint(0, 256, (batch, seq))
+        assert program(ids, torch.ones(batch, seq, dtype=torch.long)).shape == (batch, seq, 256)
+    with pytest.raises(Exception, match="<= 64"):
+        program(torch.randint(0, 256, (65, 8)), torch.ones(65, 8, dtype=torch.long))
+
+
+def test_dynamic_constraint_violation_exits_1_with_the_fix(workdir):
+    flags = ["--dynamic", "input_ids.0=batch", "--dynamic", "input_ids.1=seq:..128",
+             "--dynamic", "attention_mask.0=batch", "--dynamic", "attention_mask.1=seq"]
+    result = run(TRANSFORMER, *flags, "--json", "v.json", cwd=workdir)
+    assert result.returncode == 1, out(result)
+    text = flat(result)
+    assert "export failed: dynamic shape constraint" in text
+    assert "the model needs seq != 128" in text
+    assert 'fix: seq = Dim("seq", max=127)' in text
+    assert "tiny_transformer.py:42" in text and "Traceback" not in text
+    error = json.loads((workdir / "v.json").read_text())["error"]
+    assert error["category"] == "dynamic shape constraint" and error["location"].endswith("tiny_transformer.py:42")
+
+
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("input_ids.x=batch", r"the last part of the path must be a dimension index"),
+        ("ids.0=batch", r"forward\(\) was given no input named 'ids'"),
+        ("input_ids.0=batch:0..1", r"input_ids.shape\[0\] = 2 is outside the range \[0, 1\]"),
+    ],
+)
+def test_bad_dynamic_flags_exit_2(workdir, flag, message):
+    result = run(TRANSFORMER, "--dynamic", flag, cwd=workdir)
+    assert result.returncode == 2, out(result)
+    assert re.search(message, flat(result)), out(result)
