@@ -344,7 +344,7 @@ def _other_guards(state: ExportState, strict: list[_Dim], names: _Names) -> list
         excluded = _excluded_edge(dim, guards)
         if excluded is not None:
             vr = ValueRanges(excluded[0], excluded[1])
-            message = f"the model needs {names.text(expr)}, so {request.input_dim} cannot reach its declared bound"
+            message = f"the model needs {names.text(expr)}: {request.name} cannot take the end of its declared range"
             fix = _range_fix(dim, vr)
         elif k is not None:
             stem = f"{request.name or request.input_dim.split('.')[0]}_{k}"

@@ -77,7 +77,10 @@ class ConstraintError(TraceError):
         if self.location is None and self.violations:
             self.location = self.violations[0].location
         if self.hint is None:
-            self.hint = "apply the fixes listed above to dynamic_shapes"
+            self.hint = (
+                "apply the fixes listed above to dynamic_shapes (with --dynamic: NAME:MIN..MAX "
+                "for a range, the same NAME for equal sizes, 2*NAME for a multiple)"
+            )
 
 
 class PassError(ExportError):
