@@ -173,11 +173,13 @@ def _fix_for_relation(dim: _Dim, target: sympy.Expr, names: _Names, dims: list[_
     return f"{request.where}: declare it so that {request.input_dim} == {names.text(target)}"
 
 
-def _range_fix(dim: _Dim, vr: ValueRanges) -> str:
+def _range_fix(dim: _Dim, vr: ValueRanges, *, keep_min: bool = False) -> str:
+    """The declaration with range ``vr``; the min is written when it is a real requirement
+    (above 2, which every dynamic size is traced as) or when ``keep_min`` asks for it."""
     request = dim.request
     low, high = int(vr.lower), vr.upper
     parts = []
-    if low > 2 or (request.min is not None and request.min > 2):
+    if low > 2 or keep_min:
         parts.append(f"min={low}")
     if high != int_oo and high is not sympy.oo:
         parts.append(f"max={int(high)}")
@@ -272,10 +274,10 @@ def _root_samples(root: sympy.Symbol, dims: dict[sympy.Symbol, _Dim]) -> list[in
     request = dim.request if dim is not None else None
     low, high = 2, None
     if request is not None and request.kind == "named":
-        low = max(2, int(request.min or 0))
+        low = max(2, int(request.min or 0))  # traced sizes are never 0 or 1
         high = None if request.max in (None, int_oo) else int(request.max)
     elif request is not None and request.kind == "derived" and request.root_range:
-        low = max(2, int(request.root_range[0] or 0))
+        low = max(2, int(request.root_range[0] or 0))  # a root is traced like a size: never 0 or 1
         high = None if request.root_range[1] in (None, int_oo) else int(request.root_range[1])
     values = list(range(low, low + _SAMPLES // 2))
     if high is not None:
@@ -283,14 +285,14 @@ def _root_samples(root: sympy.Symbol, dims: dict[sympy.Symbol, _Dim]) -> list[in
     return sorted(set(v for v in values if high is None or v <= high))
 
 
-def _implied(guard, names: _Names, dims: dict[sympy.Symbol, _Dim]) -> bool:
+def _implied(guard, names: _Names, dims: dict[sympy.Symbol, _Dim], smallest: int = 0) -> bool:
     """Whether the declarations make ``guard`` true, checked on sample values of the declared
-    roots (both ends of their ranges)."""
+    roots (both ends of their ranges, none below ``smallest``)."""
     declared = names.in_declared_terms(guard)
     if declared in (sympy.true, sympy.false):
         return declared == sympy.true
     roots = sorted(declared.free_symbols, key=str)
-    samples = {root: _root_samples(root, dims) for root in roots}
+    samples = {root: [v for v in _root_samples(root, dims) if v >= smallest] or [smallest] for root in roots}
     for step in range(max(len(v) for v in samples.values())):
         values = {root: vals[(step * (i + 1)) % len(vals)] for i, (root, vals) in enumerate(samples.items())}
         if not _holds(declared, values):
@@ -342,19 +344,38 @@ def _other_guards(state: ExportState, strict: list[_Dim], names: _Names) -> list
         more = f" (and {len(failing) - 1} more guard{'s' if len(failing) > 2 else ''})" if len(failing) > 1 else ""
         k = _multiple_of(dim, guards, examples) if len(expr.free_symbols) == 1 else None
         excluded = _excluded_edge(dim, guards)
+        divisor = _divisor_in(guards, dim.symbol)
         if excluded is not None:
             vr = ValueRanges(excluded[0], excluded[1])
             message = f"the model needs {names.text(expr)}: {request.name} cannot take the end of its declared range"
             fix = _range_fix(dim, vr)
-        elif k is not None:
-            stem = f"{request.name or request.input_dim.split('.')[0]}_{k}"
-            message = f"the model needs {request.input_dim} to be a multiple of {k}"
+        elif k is not None or divisor is not None:
+            k = k or divisor
+            base = request.root if request.kind == "derived" else request.name
+            stem = f"{base or request.input_dim.split('.')[0]}_{k}"
+            if _multiple_of(dim, guards, examples):
+                message = f"the model needs {request.input_dim} to be a multiple of {k}"
+            else:
+                message = (
+                    f"the model needs {names.text(expr)}{more}, which export can prove for every size "
+                    f"only if {request.input_dim} is a multiple of {k}"
+                )
             fix = f'{stem} = Dim("{stem}"); {spec_fragment(request.keys, f"{k} * {stem}")}  (a multiple of {k})'
         else:
             message = f"the model needs {names.text(expr)}{more}, which the spec does not declare"
             fix = f"declare a relation that implies it, or make {request.input_dim} static: {spec_fragment(request.keys, 'None')}"
         found.append(Violation(message, fix, _location(sloc), _code(sloc)))
     return found
+
+
+def _divisor_in(guards: list, symbol: sympy.Symbol) -> int | None:
+    """k if the guards divide ``symbol`` by the integer k (``t // 2``, ``t % 2``)."""
+    for guard in guards:
+        for node in sympy.preorder_traversal(guard):
+            if type(node).__name__ in ("FloorDiv", "Mod", "PythonMod", "CleanDiv") and node.args[0] == symbol:
+                if node.args[1].is_Integer and int(node.args[1]) > 1:
+                    return int(node.args[1])
+    return None
 
 
 def _excluded_edge(dim: _Dim, guards: list) -> tuple[int, Any] | None:

@@ -55,6 +55,7 @@ from ._dynamic import DynamicPlan
 from ._inputs import BoundInputs, describe_path
 from ._preserve import module_preserved
 from ._stacks import user_stack_trace
+from ._symbolic import symbolic_python
 from ._state import ExportState
 
 __all__ = ["trace"]
@@ -408,6 +409,7 @@ def _trace_once(root, state_values, state_names, bound, labels, plan, *, functio
         torch._guards.tracing(context),
         _node_recording(functionalized),
         _use_lazy_graph_module(True),
+        symbolic_python() if plan is not None else contextlib.nullcontext(),
     ):
         gm = make_fx(
             traced,
