@@ -11,6 +11,7 @@ Then the declared equalities are imposed (``produce_guards``) and the program's
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import attrs
@@ -268,13 +269,19 @@ def _holds(expr, values: dict) -> bool:
 _SAMPLES = 64
 
 
-def _root_samples(root: sympy.Symbol, dims: dict[sympy.Symbol, _Dim]) -> list[int]:
-    """Values to try for a declared root: the low end of its range and, if bounded, the high end."""
+def _root_samples(root: sympy.Symbol, dims: dict[sympy.Symbol, _Dim], *, sized: bool) -> list[int]:
+    """Values to try for a declared root: the low end of its range and, if bounded, the high end.
+
+    ``sized`` starts at 2, as the trace assumed for every dynamic size; otherwise a named Dim
+    starts at its declared min (0 by default), where torch checks a one-size guard too.
+    """
     dim = next((d for d in dims.values() if d.request.name == root.name or d.request.root == root.name), None)
     request = dim.request if dim is not None else None
     low, high = 2, None
     if request is not None and request.kind == "named":
-        low = max(2, int(request.min or 0))  # traced sizes are never 0 or 1
+        low = int(request.min or 0)
+        if sized:
+            low = max(2, low)
         high = None if request.max in (None, int_oo) else int(request.max)
     elif request is not None and request.kind == "derived" and request.root_range:
         low = max(2, int(request.root_range[0] or 0))  # a root is traced like a size: never 0 or 1
@@ -285,14 +292,19 @@ def _root_samples(root: sympy.Symbol, dims: dict[sympy.Symbol, _Dim]) -> list[in
     return sorted(set(v for v in values if high is None or v <= high))
 
 
-def _implied(guard, names: _Names, dims: dict[sympy.Symbol, _Dim], smallest: int = 0) -> bool:
+def _implied(guard, names: _Names, dims: dict[sympy.Symbol, _Dim]) -> bool:
     """Whether the declarations make ``guard`` true, checked on sample values of the declared
-    roots (both ends of their ranges, none below ``smallest``)."""
+    roots (both ends of their ranges; from the declared min for a guard on one size)."""
     declared = names.in_declared_terms(guard)
     if declared in (sympy.true, sympy.false):
         return declared == sympy.true
+    if _divides(declared):
+        # torch's solver proves a guard on size // k (or % k) only when the size is declared
+        # a multiple of k (then the division simplifies away), however many samples hold
+        return False
     roots = sorted(declared.free_symbols, key=str)
-    samples = {root: [v for v in _root_samples(root, dims) if v >= smallest] or [smallest] for root in roots}
+    sized = len(guard.free_symbols) > 1
+    samples = {root: _root_samples(root, dims, sized=sized) for root in roots}
     for step in range(max(len(v) for v in samples.values())):
         values = {root: vals[(step * (i + 1)) % len(vals)] for i, (root, vals) in enumerate(samples.items())}
         if not _holds(declared, values):
@@ -343,12 +355,18 @@ def _other_guards(state: ExportState, strict: list[_Dim], names: _Names) -> list
         expr, sloc = min(failing, key=lambda item: len(str(item[0])))
         more = f" (and {len(failing) - 1} more guard{'s' if len(failing) > 2 else ''})" if len(failing) > 1 else ""
         k = _multiple_of(dim, guards, examples) if len(expr.free_symbols) == 1 else None
-        excluded = _excluded_edge(dim, guards)
+        # torch proves a guard that divides a size by k only for a size declared k * root,
+        # so a divisor wins over a narrower range even where the range would be true.
         divisor = _divisor_in(guards, dim.symbol)
+        excluded = _excluded_edge(dim, guards) if k is None and divisor is None else None
         if excluded is not None:
             vr = ValueRanges(excluded[0], excluded[1])
-            message = f"the model needs {names.text(expr)}: {request.name} cannot take the end of its declared range"
-            fix = _range_fix(dim, vr)
+            declared_range = f"[{max(2, int(request.min or 0))}, {_bound(request.max if request.max is not None else int_oo)}]"
+            message = (
+                f"the model needs {names.text(expr)}{more}, which fails for "
+                f"{_edges(dim.label, request, *excluded)} inside the declared range {declared_range}"
+            )
+            fix = _range_fix(dim, vr, keep_min=excluded[0] != int(request.min or 0))
         elif k is not None or divisor is not None:
             k = k or divisor
             base = request.root if request.kind == "derived" else request.name
@@ -368,41 +386,68 @@ def _other_guards(state: ExportState, strict: list[_Dim], names: _Names) -> list
     return found
 
 
+def _divides(expr) -> bool:
+    return any(
+        type(node).__name__ in _DIVISIONS and node.args[1].is_Integer and int(node.args[1]) > 1
+        for node in sympy.preorder_traversal(expr)
+    )
+
+
+_DIVISIONS = ("FloorDiv", "Mod", "PythonMod", "CleanDiv")
+
+
 def _divisor_in(guards: list, symbol: sympy.Symbol) -> int | None:
     """k if the guards divide ``symbol`` by the integer k (``t // 2``, ``t % 2``)."""
     for guard in guards:
         for node in sympy.preorder_traversal(guard):
-            if type(node).__name__ in ("FloorDiv", "Mod", "PythonMod", "CleanDiv") and node.args[0] == symbol:
+            if type(node).__name__ in _DIVISIONS and node.args[0] == symbol:
                 if node.args[1].is_Integer and int(node.args[1]) > 1:
                     return int(node.args[1])
     return None
 
 
 def _excluded_edge(dim: _Dim, guards: list) -> tuple[int, Any] | None:
-    """If the guards only rule out the ends of the declared range (``seq != 128`` with max=128),
-    the narrower range that excludes them."""
+    """If the guards on this one size fail only towards the ends of its declared range
+    (``seq != 128`` with max=128, ``n != 1``), the range around the example size in which
+    they hold, checked on samples from both ends and around the example."""
     request = dim.request
-    if request.kind != "named" or not all(isinstance(g, sympy.Ne) for g in guards):
+    if request.kind != "named" or any(g.free_symbols != {dim.symbol} for g in guards):
         return None
-    low = max(2, int(request.min or 0))
-    high = request.max
-    for guard in guards:
-        value = guard.rhs if guard.lhs == dim.symbol else guard.lhs if guard.rhs == dim.symbol else None
-        if value is None or not value.is_Integer:
-            return None
-        if high != int_oo and int(value) == int(high):
-            high = int(value) - 1
-        elif int(value) == low:
-            low = int(value) + 1
-        else:
-            return None
-    return low, high
+    low = int(request.min or 0)
+    high = None if request.max in (None, int_oo) else int(request.max)
+    top = high if high is not None else max(dim.example, low) + _SAMPLES
+    samples = {*range(low, low + _SAMPLES), *range(dim.example - _SAMPLES, dim.example + _SAMPLES), *range(top - _SAMPLES, top + 1)}
+    samples = sorted(v for v in samples if low <= v <= top)
+    holds = {v: all(_holds(g, {dim.symbol: v}) for g in guards) for v in samples}
+    if not holds.get(dim.example):
+        return None
+    at = samples.index(dim.example)
+    below = [v for v in samples[:at] if not holds[v]]
+    above = [v for v in samples[at:] if not holds[v]]
+    if above and high is None:
+        return None  # fails somewhere above: not an edge a range can cut off
+    new_low = samples[samples.index(below[-1]) + 1] if below else low
+    new_high = samples[samples.index(above[0]) - 1] if above else high
+    if (new_low, new_high) == (low, high):
+        return None
+    return new_low, int_oo if new_high is None else new_high
+
+
+def _edges(label: str, request: DimRequest, low: int, high: Any) -> str:
+    """The declared sizes outside [low, high], in words: ``seq = 0``, ``seq < 4 and seq = 128``."""
+    words = []
+    declared_low = int(request.min or 0)
+    if low > declared_low:
+        words.append(f"{label} = {declared_low}" if low == declared_low + 1 else f"{label} < {low}")
+    if request.max not in (None, int_oo) and high < request.max:
+        words.append(f"{label} = {int(request.max)}" if high == request.max - 1 else f"{label} > {high}")
+    return " and ".join(words)
 
 
 def _is_plain_bound(expr) -> bool:
     if not isinstance(expr, (sympy.Eq, sympy.Le, sympy.Lt, sympy.Ge, sympy.Gt)):
         return False
-    return not any(type(a).__name__ in ("Mod", "PythonMod", "FloorDiv", "CleanDiv") for a in sympy.preorder_traversal(expr))
+    return not any(type(a).__name__ in _DIVISIONS for a in sympy.preorder_traversal(expr))
 
 
 def check_constraints(state: ExportState) -> None:
@@ -426,12 +471,25 @@ def check_constraints(state: ExportState) -> None:
                 ignore_static=False,
             )
         except ConstraintViolationError as e:
+            # our checks passed but torch's solver could not prove a guard for every declared size
             raise ConstraintError(
-                "the traced model does not fit the declared dynamic shapes:\n" + str(e).strip(),
-                hint="adjust dynamic_shapes as suggested above",
+                "the model does not fit the declared dynamic shapes: torch's shape solver cannot prove, "
+                "for every size the spec allows, what the model needs:\n" + _in_input_names(str(e), state),
+                hint="narrow the range of that dimension, declare it a multiple (k * NAME) or make it static (None)",
             ) from None
     shape_env.frozen = True
     state.range_constraints = range_constraints(state)
+
+
+def _in_input_names(message: str, state: ExportState) -> str:
+    """torch's constraint message with ``L['x'].size()[1]`` written as ``x.shape[1]``."""
+    sources = {leaf: source.name for leaf, _, source, _ in state.tracked}
+    lines = [line for line in message.splitlines()[1:] if line.strip() and "TORCH_LOGS" not in line]
+    text = "\n".join(lines) or message
+    for dim in _declared_dims(state):
+        text = text.replace(f"{sources[dim.leaf]}.size()[{dim.index}]", dim.request.input_dim)
+    text = re.sub(r"Not all values of (\S+) = \1 ", r"Not all values of \1 ", text)
+    return text.replace("IntInfinity()", "inf")
 
 
 def _report(violations: list[Violation]) -> str:

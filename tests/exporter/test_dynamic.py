@@ -7,6 +7,7 @@ import torch
 from torch.export import Dim
 
 import exporter
+import exporter._constraints
 from exporter import ConstraintError, InputSpecError
 
 HERE = __file__
@@ -51,6 +52,22 @@ class CatAdd(torch.nn.Module):
         return torch.cat([x, x], 0) + y  # marker: cat
 
 
+class MidColumn(torch.nn.Module):
+    def forward(self, x):
+        t = x.shape[1]
+        return x[:, t // 2]  # marker: index
+
+
+class CausalTable(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("causal", torch.ones(16, 16, dtype=torch.bool).tril(), persistent=False)
+
+    def forward(self, x, mask):
+        t = x.shape[1]
+        return x.masked_fill(self.causal[:t, :t] & mask[:, None, :].bool(), 0.0)  # marker: causal
+
+
 class MinSize(torch.nn.Module):
     def forward(self, x):
         torch._check(x.shape[0] >= 8)  # marker: check
@@ -90,6 +107,15 @@ CONSTRAINT_CASES = [
         '"y": {0: 2 * a}  (derived from x.shape[0])',
     ),
     (
+        MidColumn(), (torch.randn(3, 8),), {"x": {1: Dim("t")}}, "index",
+        r"the model needs t // 2 < t, which export can prove for every size only if x.shape\[1\] is a multiple of 2",
+        't_2 = Dim("t_2"); "x": {1: 2 * t_2}  (a multiple of 2)',
+    ),
+    (
+        CausalTable(), (torch.randn(2, 6, 6), torch.ones(2, 6)), {"x": {1: (s := Dim("s", max=16)), 2: s}, "mask": {1: s}},
+        "causal", r"the model needs s != 16, which fails for s = 16 inside the declared range \[2, 16\]", 's = Dim("s", max=15)',
+    ),
+    (
         MinSize(), (torch.randn(10),), {"x": {0: Dim("n")}}, "check",
         r"the model needs x.shape\[0\] >= 8, but the spec allows \[2, inf\]",
         'n = Dim("n", min=8)',
@@ -118,9 +144,54 @@ def test_the_suggested_fixes_export():
         (Pairs(), (torch.randn(4, 16),), {"x": {0: Dim("b"), 1: 2 * t_2}}),
         (Add(), (torch.randn(6), torch.randn(6)), {"x": {0: a}, "y": {0: a}}),
         (CatAdd(), (torch.randn(3, 4), torch.randn(6, 4)), {"x": {0: a}, "y": {0: 2 * a}}),
+        (MidColumn(), (torch.randn(3, 8),), {"x": {1: 2 * t_2}}),
+        (CausalTable(), (torch.randn(2, 6, 6), torch.ones(2, 6)), {"x": {1: (s := Dim("s", max=15)), 2: s}, "mask": {1: s}}),
         (MinSize(), (torch.randn(10),), {"x": {0: Dim("n", min=8)}}),
     ]:
         exporter.export(model, args, dynamic_shapes=spec)
+
+
+def test_a_guard_torch_cannot_prove_is_reported_in_input_names(monkeypatch):
+    # our own checks normally catch everything; when torch's solver still refuses, its
+    # message is passed on with L['x'].size()[0] written as the user's x.shape[0]
+    monkeypatch.setattr(exporter._constraints, "find_violations", lambda state: [])
+    with pytest.raises(ConstraintError) as info:
+        exporter.export(MinSize(), (torch.randn(10),), dynamic_shapes={"x": {0: Dim("n")}})
+    text = str(info.value)
+    assert "torch's shape solver cannot prove" in text
+    assert "Not all values of x.shape[0] in the specified range satisfy the generated guard 8 <= x.shape[0] and x.shape[0] <= inf" in text, text
+    assert "L['x']" not in text and "TORCH_LOGS" not in text
+    assert info.value.hint.startswith("narrow the range")
+
+
+class PadTo(torch.nn.Module):
+    def forward(self, x):
+        n = max(x.shape[0], 4)  # plain Python max/min on a symbolic size
+        m = min([x.shape[0], 6, 9])
+        last = x[x.shape[0] - 1]  # indexing with a symbolic int
+        return torch.zeros(n) + last, x * m * torch.tensor(x.shape[0])
+
+
+def test_builtin_max_min_and_symbolic_indexing_stay_symbolic():
+    spec = {"x": {0: Dim("n")}}
+    ep = exporter.export(PadTo(), (torch.randn(6),), dynamic_shapes=spec)
+    oracle = torch.export.export(PadTo(), (torch.randn(6),), dynamic_shapes=spec)
+    assert {str(k): (v.lower, v.upper) for k, v in ep.range_constraints.items()} == {
+        str(k): (v.lower, v.upper) for k, v in oracle.range_constraints.items()
+    }
+    for n in (2, 3, 5, 6, 7, 12):
+        x = torch.randn(n)
+        torch.testing.assert_close(ep.module()(x), PadTo()(x))
+    assert max(3, 4) == 4 and min([5, 2]) == 2 and max.__module__ == "builtins"  # restored
+
+
+def test_builtins_are_restored_when_a_dynamic_export_fails():
+    with pytest.raises(ConstraintError):
+        exporter.export(View16(), (torch.randn(4, 16),), dynamic_shapes={"x": {1: Dim("features")}})
+    assert max is __builtins__["max"] if isinstance(__builtins__, dict) else max is __builtins__.max
+    import builtins
+    assert builtins.max.__module__ == "builtins" and builtins.min.__module__ == "builtins"
+    assert not torch.overrides._get_current_function_mode_stack()
 
 
 class Two(torch.nn.Module):
