@@ -4,6 +4,7 @@ Run from the repository root:
 
     python benchmarks/bench_export.py
     python benchmarks/bench_export.py --models gpt2,llama --layers 2 --repeats 10 --json out.json
+    python benchmarks/bench_export.py --dynamic   # batch and sequence length dynamic
 
 Each model (BERT, GPT-2, LLaMA at 2 and 8 layers, tiny configs, random weights, no
 downloads) is exported by ``exporter.export`` and by the oracle
@@ -82,14 +83,20 @@ def make_inputs() -> dict[str, torch.Tensor]:
     return {"input_ids": input_ids, "attention_mask": attention_mask}
 
 
-def run_oracle(model: torch.nn.Module, kwargs: dict[str, Any]) -> torch.export.ExportedProgram:
+def dynamic_shapes() -> dict[str, dict[int, Any]]:
+    """Batch and sequence length dynamic in both inputs (positions limit seq to 128)."""
+    batch, seq = torch.export.Dim("batch", max=64), torch.export.Dim("seq", max=128)
+    return {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}}
+
+
+def run_oracle(model: torch.nn.Module, kwargs: dict[str, Any], dynamic: Any = None) -> torch.export.ExportedProgram:
     """Export with the reference pipeline exporter must match."""
-    return torch.export.export(model, (), kwargs, strict=False).run_decompositions({})
+    return torch.export.export(model, (), kwargs, dynamic_shapes=dynamic, strict=False).run_decompositions({})
 
 
-def run_exporter(model: torch.nn.Module, kwargs: dict[str, Any]) -> torch.export.ExportedProgram:
+def run_exporter(model: torch.nn.Module, kwargs: dict[str, Any], dynamic: Any = None) -> torch.export.ExportedProgram:
     """Export with exporter."""
-    return exporter.export(model, (), kwargs)
+    return exporter.export(model, (), kwargs, dynamic_shapes=dynamic)
 
 
 def check_outputs(model: torch.nn.Module, program: torch.export.ExportedProgram,
@@ -115,17 +122,25 @@ def timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def bench_one(name: str, layers: int, repeats: int) -> dict[str, Any]:
-    """Check and time one model; return its row (status, samples, medians, ratio or error)."""
-    row: dict[str, Any] = {"model": name, "layers": layers}
+def bench_one(name: str, layers: int, repeats: int, dynamic: bool = False) -> dict[str, Any]:
+    """Check and time one model; return its row (status, samples, medians, ratio or error).
+
+    With ``dynamic`` both export with batch and sequence length dynamic, and the program is
+    also checked against eager at a second batch and sequence length.
+    """
+    row: dict[str, Any] = {"model": name, "layers": layers, "dynamic": dynamic}
     try:
         model, kwargs = build_model(name, layers), make_inputs()
-        run_oracle(model, kwargs)
-        check_outputs(model, run_exporter(model, kwargs), kwargs)
+        spec = dynamic_shapes() if dynamic else None
+        run_oracle(model, kwargs, spec)
+        program = run_exporter(model, kwargs, spec)
+        check_outputs(model, program, kwargs)
+        if dynamic:
+            check_outputs(model, program, {k: v.repeat(2, 3)[:, :SEQ + 13] for k, v in kwargs.items()})
         oracle, mine = [], []
         for _ in range(repeats):
-            oracle.append(timed(lambda: run_oracle(model, kwargs)))
-            mine.append(timed(lambda: run_exporter(model, kwargs)))
+            oracle.append(timed(lambda: run_oracle(model, kwargs, spec)))
+            mine.append(timed(lambda: run_exporter(model, kwargs, spec)))
     except Exception as e:
         row.update(status="FAILED", error=f"{type(e).__name__}: {e}")
         print(f"[{name} x{layers}] FAILED: {row['error']}", flush=True)
@@ -172,13 +187,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--layers", default="2,8", help="comma-separated layer counts")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs of each exporter")
     parser.add_argument("--json", metavar="PATH", help="write the raw numbers to PATH")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="export with dynamic batch (max 64) and sequence length (max 128)")
     opts = parser.parse_args(argv)
     models = [m.strip() for m in opts.models.split(",") if m.strip()]
     if unknown := [m for m in models if m not in MODELS]:
         parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
     layer_counts = [int(n) for n in opts.layers.split(",")]
 
-    rows = [bench_one(m, n, opts.repeats) for m in models for n in layer_counts]
+    rows = [bench_one(m, n, opts.repeats, opts.dynamic) for m in models for n in layer_counts]
     versions = {"torch": torch.__version__, "transformers": transformers.__version__,
                 "cpu_count": os.cpu_count()}
     ratios = [r["ratio"] for r in rows if r["status"] == "ok"]
@@ -193,10 +210,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"geometric mean ratio (exporter/oracle, lower is better): {geomean:.2f}"
               f" over {len(ratios)}/{len(rows)} models")
     print(f"torch {versions['torch']}, transformers {versions['transformers']}, "
-          f"{versions['cpu_count']} CPUs, {opts.repeats} repeats")
+          f"{versions['cpu_count']} CPUs, {opts.repeats} repeats"
+          + (", dynamic batch and sequence length" if opts.dynamic else ", static shapes"))
     if opts.json:
         with open(opts.json, "w") as f:
-            json.dump({"versions": versions, "repeats": opts.repeats, "rows": rows,
+            json.dump({"versions": versions, "repeats": opts.repeats, "dynamic": opts.dynamic, "rows": rows,
                        "geomean_ratio": geomean}, f, indent=2)
 
 
