@@ -157,14 +157,17 @@ def _diff(ours: list, ref: list) -> str:
 
 def check_signature_matches_oracle(case: Case, export_fn: ExportFn) -> None:
     """Input and output specs equal the oracle's, in order: (kind, name, target, persistent)."""
-    ours_in, ours_out = _signature(_export(case, export_fn))
-    ref_in, ref_out = _signature(oracle_program(case))
-    problems = []
-    if ours_in != ref_in:
-        problems.append(f"input_specs differ:\n{_diff(ours_in, ref_in)}")
-    if ours_out != ref_out:
-        problems.append(f"output_specs differ:\n{_diff(ours_out, ref_out)}")
-    assert not problems, f"{case.name}: " + "\n".join(problems)
+    assert_same_signature(case.name, _signature(_export(case, export_fn)), _signature(oracle_program(case)))
+
+
+def assert_same_signature(name: str, ours: tuple[list, list], ref: tuple[list, list]) -> None:
+    """``(input rows, output rows)`` equal, else a diff of each side that differs."""
+    problems = [
+        f"{side} differ:\n{_diff(mine, theirs)}"
+        for side, mine, theirs in zip(("input_specs", "output_specs"), ours, ref)
+        if mine != theirs
+    ]
+    assert not problems, f"{name}: " + "\n".join(problems)
 
 
 def _graph_modules(ep: ExportedProgram) -> list[torch.fx.GraphModule]:
@@ -186,6 +189,14 @@ def counter_difference(ours: Counter, ref: Counter) -> dict[str, tuple[int, int]
 def format_counts(diff: dict) -> str:
     """One ``key: ours N, oracle M`` line per entry of a ``counter_difference`` result."""
     return "\n".join(f"  {op}: ours {a}, oracle {b}" for op, (a, b) in diff.items())
+
+
+def assert_op_difference_as_declared(name: str, diff: dict, reason: str | None) -> None:
+    """No un-lowered op difference, unless ``reason`` declares one (which must then still exist)."""
+    if reason is None:
+        assert not diff, f"{name}: op counts differ from oracle.run_decompositions({{}}):\n{format_counts(diff)}"
+    else:
+        assert diff, f"{name} is declared a known op difference ({reason}) but now matches the oracle; remove it"
 
 
 def unlowered_op_difference(case: Case, export_fn: ExportFn, ep: ExportedProgram | None = None) -> dict:

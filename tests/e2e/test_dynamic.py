@@ -188,13 +188,7 @@ def check_signature_matches_oracle(case: DynamicCase, fn: DynamicExportFn) -> No
     """
     ours_in, ours_out = harness._signature(_exported(case, fn))
     ref_in, ref_out = harness._signature(oracle_program(case))
-    ours_out, ref_out = _unnumbered(ours_out), _unnumbered(ref_out)
-    problems = []
-    if ours_in != ref_in:
-        problems.append(f"input_specs differ:\n{harness._diff(ours_in, ref_in)}")
-    if ours_out != ref_out:
-        problems.append(f"output_specs differ:\n{harness._diff(ours_out, ref_out)}")
-    assert not problems, f"{case.name}: " + "\n".join(problems)
+    harness.assert_same_signature(case.name, (ours_in, _unnumbered(ours_out)), (ref_in, _unnumbered(ref_out)))
 
 
 def unlowered_op_difference(case: DynamicCase, fn: DynamicExportFn, ep: ExportedProgram | None = None) -> dict:
@@ -295,12 +289,7 @@ def test_core_aten_ops_match_oracle(case):
 def test_unlowered_ops_match_oracle(case):
     diff = unlowered_op_difference(case, export_fn)
     reason = None if ORACLE_MODE else KNOWN_OP_DIFFERENCES.get(case.name)
-    if reason is None:
-        assert not diff, (
-            f"{case.name}: op counts differ from oracle.run_decompositions({{}}):\n{harness.format_counts(diff)}"
-        )
-    else:
-        assert diff, f"{case.name} is declared a known op difference ({reason}) but now matches the oracle; remove it"
+    harness.assert_op_difference_as_declared(case.name, diff, reason)
 
 
 @cases
