@@ -30,7 +30,7 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch._higher_order_ops.effects import has_effects
 from torch._ops import OpOverload
 # Source data classes: the ShapeEnv keys input sizes by them (the Dynamo tracer is not used).
-from torch._dynamo.source import TensorProperty, TensorPropertySource
+from torch._dynamo.source import TensorProperty, TensorPropertySource  # Source data classes ShapeEnv requires; no Dynamo tracing
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 from torch.export.graph_signature import (
