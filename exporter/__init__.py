@@ -2,15 +2,29 @@
 
     import exporter
     ep = exporter.export(model, (x,), {"mask": mask})   # a torch.export.ExportedProgram
+
+Failures are ``ExportError`` subclasses; ``ErrorInfo.from_exception(e)`` turns any
+failure into plain data (type, category, message, location, hint).
 """
 
-from ._errors import ConstraintError, ExportError, InputSpecError, PassError, TraceError, VerificationError
+from ._errors import (
+    Category,
+    ConstraintError,
+    ErrorInfo,
+    ExportError,
+    InputSpecError,
+    PassError,
+    TraceError,
+    VerificationError,
+)
 from ._pipeline import export
 
 __version__ = "0.1.0"
 
 __all__ = [
     "export",
+    "Category",
+    "ErrorInfo",
     "ExportError",
     "ConstraintError",
     "InputSpecError",

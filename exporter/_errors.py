@@ -1,33 +1,90 @@
-"""The one exception family exporter raises on purpose.
+"""The one exception family exporter raises on purpose, its categories, and ``ErrorInfo``.
 
 Every error says where (an input path such as ``args[0].shape[1]``, a pass, a graph
-node, or the user's source line), what was found, and what to do next.  The CLI maps
-``InputSpecError`` to exit code 2 and every other ``ExportError`` to exit code 1.
+node, or the user's source line), what was found, and what to do next.  Each category
+belongs to one error class: a failure of that kind is always raised as that class.
+``ErrorInfo`` is the plain-data form of any failure, for reports, JUnit and tests.
 """
 
 from __future__ import annotations
 
+import enum
+import traceback as traceback_module
+from typing import Any, ClassVar
+
+import attrs
+
 __all__ = [
+    "Category",
+    "ConstraintError",
+    "ErrorInfo",
     "ExportError",
     "InputSpecError",
-    "TraceError",
     "PassError",
+    "TraceError",
     "VerificationError",
-    "ConstraintError",
+    "point_at",
 ]
+
+
+class Category(enum.Enum):
+    """What kind of failure; the value is the text reports, JSON and JUnit carry."""
+
+    INPUT = "input"
+    TRACE = "trace"
+    MODEL_ERROR = "model error"
+    DATA_DEPENDENT_CONTROL_FLOW = "data-dependent control flow"
+    DATA_DEPENDENT_OUTPUT_SHAPE = "data-dependent output shape"
+    UNSUPPORTED_OPERATOR = "unsupported operator"
+    UNSUPPORTED_MUTATION = "unsupported mutation"
+    CONSTANT = "constant"
+    DYNAMIC_SHAPE_CONSTRAINT = "dynamic shape constraint"
+    PASS = "pass"
+    VERIFICATION = "verification"
+    INTERNAL = "internal"
+    """An exception outside the ExportError family: a bug, wherever it came from."""
+
+    @property
+    def owner(self) -> type[ExportError] | None:
+        """The error class failures of this kind are raised as (None for INTERNAL)."""
+        return _OWNERS.get(self)
+
+
+_OWNERS: dict[Category, type[ExportError]] = {}
+
+
+def _describe(message: str, location: str | None, hint: str | None) -> str:
+    lines = [message]
+    if location:
+        lines.append(f"  at {location}")
+    if hint:
+        lines.append(f"  hint: {hint}")
+    return "\n".join(lines)
+
+
+def point_at(text: str, column: int) -> str:
+    """Two indented lines: ``text`` and a caret under ``column``, where parsing stopped."""
+    return f"  {text}\n  {' ' * max(column, 0)}^"
 
 
 class ExportError(Exception):
     """Base class: an export failed for a reason exporter can explain.
 
     Attributes:
-        category: short machine-readable kind of failure (``"input"``,
-            ``"data-dependent control flow"``, ``"unsupported operator"``, ...).
+        category: the kind of failure, one of the class's ``categories``.
         location: ``"file.py:LINE"`` of the user's source that triggered it, if known.
         hint: the next step to take, if one is known.
     """
 
-    category = "export"
+    categories: ClassVar[tuple[Category, ...]] = ()
+    """The categories this class owns; the first is the default."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for category in cls.__dict__.get("categories", ()):
+            if category in _OWNERS:
+                raise TypeError(f"{category} already belongs to {_OWNERS[category].__name__}")
+            _OWNERS[category] = cls
 
     def __init__(
         self,
@@ -35,43 +92,50 @@ class ExportError(Exception):
         *,
         hint: str | None = None,
         location: str | None = None,
-        category: str | None = None,
+        category: Category | None = None,
     ) -> None:
         super().__init__(message)
+        if not self.categories:
+            raise TypeError(f"{type(self).__name__} owns no category; raise one of its subclasses")
+        category = self.categories[0] if category is None else category
+        if category not in self.categories:
+            raise TypeError(f"{type(self).__name__} cannot carry {category}; it belongs to {category.owner}")
         self.message = message
         self.hint = hint
         self.location = location
-        if category is not None:
-            self.category = category
+        self.category = category
 
     def __str__(self) -> str:
-        lines = [self.message]
-        if self.location:
-            lines.append(f"  at {self.location}")
-        if self.hint:
-            lines.append(f"  hint: {self.hint}")
-        return "\n".join(lines)
+        return _describe(self.message, self.location, self.hint)
 
 
 class InputSpecError(ExportError):
     """The model, its example inputs or the dynamic-shape spec were given wrongly."""
 
-    category = "input"
+    categories = (Category.INPUT,)
 
 
 class TraceError(ExportError):
     """Running the model under fake tensors failed or did something a program cannot express."""
 
-    category = "trace"
+    categories = (
+        Category.TRACE,
+        Category.MODEL_ERROR,
+        Category.DATA_DEPENDENT_CONTROL_FLOW,
+        Category.DATA_DEPENDENT_OUTPUT_SHAPE,
+        Category.UNSUPPORTED_OPERATOR,
+        Category.UNSUPPORTED_MUTATION,
+        Category.CONSTANT,
+    )
 
 
 class ConstraintError(TraceError):
     """The traced model does not fit the declared ``dynamic_shapes``: the message lists each
     violation with its input dimension, the source line that forced it and the spec to use."""
 
-    category = "dynamic shape constraint"
+    categories = (Category.DYNAMIC_SHAPE_CONSTRAINT,)
 
-    def __init__(self, message: str, *, violations=(), **kw) -> None:
+    def __init__(self, message: str, *, violations: tuple = (), **kw: Any) -> None:
         super().__init__(message, **kw)
         self.violations = list(violations)
         if self.location is None and self.violations:
@@ -84,22 +148,72 @@ class ConstraintError(TraceError):
 
 
 class PassError(ExportError):
-    """A graph pass failed; the message names the pass and the passes that ran before it."""
+    """A graph pass failed on a graph it should handle: a bug in exporter.  The message names
+    the pass and the passes that ran before it."""
 
-    category = "pass"
+    categories = (Category.PASS,)
 
-    def __init__(self, message: str, *, pass_name: str, completed: tuple[str, ...] = (), **kw) -> None:
+    def __init__(
+        self, message: str, *, pass_name: str | None = None, completed: tuple[str, ...] = (), **kw: Any
+    ) -> None:
         super().__init__(message, **kw)
         self.pass_name = pass_name
         self.completed = completed
 
 
 class VerificationError(ExportError):
-    """The program breaks an IR rule; the message names the node, the rule and what was found."""
+    """The program breaks a rule it must keep; the message names the rule, the node (when
+    one is at fault) and what was found."""
 
-    category = "verification"
+    categories = (Category.VERIFICATION,)
 
-    def __init__(self, message: str, *, rule: str, node: str | None = None, **kw) -> None:
+    def __init__(self, message: str, *, rule: str, node: str | None = None, **kw: Any) -> None:
         super().__init__(message, **kw)
         self.rule = rule
         self.node = node
+
+
+@attrs.frozen
+class ErrorInfo:
+    """Any failure as plain data: what reports, JUnit, the pytest helper and the CLI show."""
+
+    type: str
+    """The exception's class name."""
+    category: Category
+    message: str
+    location: str | None = None
+    hint: str | None = None
+    traceback: str | None = attrs.field(default=None, eq=False)
+    """The formatted traceback, for ``--verbose``; not part of the JSON."""
+
+    @classmethod
+    def from_exception(cls, error: BaseException) -> ErrorInfo:
+        """An ExportError keeps its own fields; anything else is INTERNAL, its text the message."""
+        trace = "".join(traceback_module.format_exception(error))
+        if isinstance(error, ExportError):
+            return cls(type(error).__name__, error.category, error.message, error.location, error.hint, trace)
+        message = str(error) or type(error).__name__
+        return cls(type(error).__name__, Category.INTERNAL, message, None, None, trace)
+
+    @property
+    def is_input_error(self) -> bool:
+        """The user gave the model, inputs or spec wrongly (a usage error: exit code 2)."""
+        return self.category is Category.INPUT
+
+    @property
+    def headline(self) -> str:
+        """The first line of the message."""
+        return self.message.splitlines()[0] if self.message else self.type
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "category": self.category.value,
+            "message": self.message,
+            "location": self.location,
+            "hint": self.hint,
+        }
+
+    def to_text(self) -> str:
+        """The message, then ``at LOCATION`` and ``hint: ...`` lines where known."""
+        return _describe(self.message, self.location, self.hint)

@@ -1,74 +1,73 @@
-"""inputs -> trace -> passes -> program -> verify."""
+"""The spine: bind inputs -> read dynamic_shapes -> trace -> check constraints -> passes -> program -> verify."""
 
 from __future__ import annotations
 
 import logging
 import os
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-# Plain module imports, resolved at call time: passes and verifier import exporter's
-# state and errors, so either may be imported first.
-import passes
-import verifier
-
-from ._errors import ExportError, InputSpecError, PassError, TraceError, VerificationError
-from ._explain import eager_failure, user_location
-from ._constraints import check_constraints
-from ._dynamic import plan_dynamic_shapes
-from ._inputs import bind_inputs
+from . import passes, verifier
+from ._errors import Category, InputSpecError, PassError, TraceError, VerificationError
 from ._program import build_program
 from ._state import ExportState
-from ._trace import trace
+from ._timing import StageTimer
+from .constraints import check_constraints
+from .inputs import BoundInputs, bind_inputs, plan_dynamic_shapes
+from .trace import trace
+from .trace.explain import eager_failure, user_location
 
 __all__ = ["export", "export_timed", "run_passes"]
 
 log = logging.getLogger(__name__)
 
-_VERIFY_EACH_PASS = "EXPORTER_VERIFY_EACH_PASS"
+VERIFY_EACH_PASS = "EXPORTER_VERIFY_EACH_PASS"
+"""Environment variable: when set (not 0), the structural rules are checked after every pass."""
+
+Pass = Callable[[ExportState], bool]
 
 
-def run_passes(state: ExportState, pipeline=None) -> None:
+def run_passes(state: ExportState, pipeline: Sequence[Pass] | None = None) -> None:
     """Run ``pipeline`` (default ``passes.DEFAULT_PASSES``) in order.
 
-    A failure names the pass and the ones that ran before it.
+    A problem with the user's model that a pass finds (``InputSpecError``, ``TraceError``)
+    is raised as it is; any other failure is a ``PassError`` naming the pass and the
+    passes that ran before it.
     """
     pipeline = passes.DEFAULT_PASSES if pipeline is None else pipeline
-    verify_each = os.environ.get(_VERIFY_EACH_PASS, "") not in ("", "0")
+    verify_each = os.environ.get(VERIFY_EACH_PASS, "") not in ("", "0")
     done: list[str] = []
     for p in pipeline:
         name = p.__name__
-        start = time.perf_counter()
         try:
             changed = p(state)
             if verify_each:
                 verifier.verify_structure(state.gm, state.input_specs)
+        except (InputSpecError, TraceError):
+            raise
         except VerificationError as e:
             e.message = f"after pass {name}: {e.message}"
             raise
-        except ExportError as e:
-            raise PassError(
-                f"pass {name} failed: {e.message}",
-                pass_name=name,
-                completed=tuple(done),
-                hint=e.hint,
-                location=e.location,
-                category=e.category,
-            ) from e
+        except PassError as e:
+            e.pass_name = e.pass_name or name
+            e.completed = tuple(done)
+            e.message = f"pass {name} failed{_after(done)}: {e.message}"
+            raise
         except Exception as e:
-            after = f" (after {', '.join(done)})" if done else ""
             raise PassError(
-                f"pass {name} failed{after}: {type(e).__name__}: {e}",
+                f"pass {name} failed{_after(done)}: {type(e).__name__}: {e}",
                 pass_name=name,
                 completed=tuple(done),
                 hint="this is a bug in exporter; please report it with the model",
             ) from e
-        state.timings[f"pass:{name}"] = time.perf_counter() - start
         log.debug("pass %s %s", name, "changed the graph" if changed else "made no change")
         done.append(name)
+
+
+def _after(done: list[str]) -> str:
+    return f" (after {', '.join(done)})" if done else ""
 
 
 def export(
@@ -92,6 +91,7 @@ def export(
             fails on them when run eagerly: the inputs, not the export, are wrong).
         TraceError: running the model on fake tensors failed, or did something a program
             cannot express; the error names the category and the user's source line.
+            ``ConstraintError`` (a TraceError) when the model does not fit ``dynamic_shapes``.
         PassError, VerificationError: a bug in exporter (please report).
     """
     return export_timed(model, args, kwargs, dynamic_shapes=dynamic_shapes)[0]
@@ -105,29 +105,21 @@ def export_timed(
     dynamic_shapes: Any = None,
 ) -> tuple[torch.export.ExportedProgram, dict[str, float]]:
     """``export``, also returning seconds per stage: inputs, trace, constraints, passes, program."""
-    timings: dict[str, float] = {}
-    clock = time.perf_counter()
-
-    def lap(stage: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        timings[stage] = now - clock
-        clock = now
-
+    timer = StageTimer()
     bound = bind_inputs(model, args, kwargs)
     plan = plan_dynamic_shapes(model, bound, dynamic_shapes) if dynamic_shapes is not None else None
-    lap("inputs")
+    timer.lap("inputs")
     try:
         state = trace(model, bound, plan)
     except TraceError as e:
-        if e.category == "model error":
+        if e.category is Category.MODEL_ERROR:
             _blame_inputs_if_eager_fails(model, bound, e)
         raise
-    lap("trace")
+    timer.lap("trace")
     check_constraints(state)
-    lap("constraints")
+    timer.lap("constraints")
     run_passes(state)
-    lap("passes")
+    timer.lap("passes")
     try:
         program = build_program(state)
     except Exception as e:
@@ -137,11 +129,11 @@ def export_timed(
             hint="this is a bug in exporter; please report it with the model",
         ) from e
     verifier.verify_program(program)
-    lap("program")
-    return program, timings
+    timer.lap("program")
+    return program, timer.timings
 
 
-def _blame_inputs_if_eager_fails(model: torch.nn.Module, bound, error: TraceError) -> None:
+def _blame_inputs_if_eager_fails(model: torch.nn.Module, bound: BoundInputs, error: TraceError) -> None:
     """Raise InputSpecError if the model also fails eagerly on the example inputs.
 
     A model that cannot run on its example inputs at all (wrong shape, wrong dtype, a

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 from torch.export import ExportedProgram
-from torch.export.exported_program import ModuleCallEntry, ModuleCallSignature
 
 from ._state import ExportState
+from ._torch_internals import ModuleCallEntry, ModuleCallSignature
 
 __all__ = ["build_program"]
 

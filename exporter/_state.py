@@ -1,15 +1,33 @@
-"""ExportState: the one object the tracer fills in and every pass reads and updates."""
+"""ExportState: the one object the tracer fills in and every later stage reads and updates."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import attrs
+import sympy
 import torch
 from torch.export.graph_signature import ExportGraphSignature, InputSpec, OutputSpec
 from torch.utils._pytree import KeyPath, TreeSpec
 
-__all__ = ["ExportState"]
+from ._dims import DynamicPlan
+from ._torch_internals import EqualityConstraint, FakeTensorMode, Source, StatelessSymbolicContext, ValueRanges
+
+__all__ = ["ExportState", "TrackedInput"]
+
+
+@attrs.frozen
+class TrackedInput:
+    """A user tensor input traced with symbolic sizes, as the ShapeEnv knows it."""
+
+    leaf: int
+    """Index among the flat user inputs."""
+    fake: torch.Tensor
+    """Its fake tensor, with a symbol for each dynamic dimension."""
+    source: Source
+    """Where it comes from (``L['x']``); the ShapeEnv names its guards after it."""
+    context: StatelessSymbolicContext
+    """Which dimensions were made dynamic, and their declared constraints."""
 
 
 @attrs.define(eq=False)
@@ -30,7 +48,7 @@ class ExportState:
 
     input_specs: list[InputSpec]
     output_specs: list[OutputSpec]
-    fake_mode: Any
+    fake_mode: FakeTensorMode
     """The FakeTensorMode (with its ShapeEnv) the graph's ``val`` metadata lives in."""
 
     args: tuple[Any, ...]
@@ -47,21 +65,16 @@ class ExportState:
     constant_fqns: dict[int, list[str]] = attrs.field(factory=dict)
     """id(tensor) -> FQNs of the plain tensor attributes of ``root`` (neither parameter nor buffer)."""
 
-    range_constraints: dict[Any, Any] = attrs.field(factory=dict)
-    dynamic: Any = None
-    """The parsed ``dynamic_shapes`` (a DynamicPlan), or None for a static export."""
-    tracked: list[tuple[int, Any, Any, Any]] = attrs.field(factory=list)
-    """(leaf index, fake, source, symbolic context) of the user's tensor inputs, when dynamic."""
-    equalities: Any = None
-    """The EqualityConstraint the dynamic_shapes spec declares (shared and derived Dims)."""
-    timings: dict[str, float] = attrs.field(factory=dict)
+    range_constraints: dict[sympy.Expr, ValueRanges] = attrs.field(factory=dict)
+    """Value range of every input size expression and data-dependent symbol."""
+
+    dynamic: DynamicPlan | None = None
+    """The parsed ``dynamic_shapes``, or None for a static export."""
+    tracked: list[TrackedInput] = attrs.field(factory=list)
+    """The user's tensor inputs traced with symbolic sizes (only when ``dynamic`` is set)."""
+    equalities: EqualityConstraint | None = None
+    """The equalities the ``dynamic_shapes`` spec declares (shared and derived Dims)."""
 
     @property
     def signature(self) -> ExportGraphSignature:
         return ExportGraphSignature(input_specs=self.input_specs, output_specs=self.output_specs)
-
-    def placeholders(self) -> list[torch.fx.Node]:
-        return [n for n in self.gm.graph.nodes if n.op == "placeholder"]
-
-    def output_node(self) -> torch.fx.Node:
-        return self.gm.graph.output_node()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from exporter._ir import graph_modules
 from exporter._state import ExportState
 
 __all__ = ["eliminate_dead_code"]
@@ -17,12 +18,11 @@ def eliminate_dead_code(state: ExportState) -> bool:
     the graph module that no get_attr node reads any more are deleted with them.
     """
     changed = False
-    for module in state.gm.modules():
-        if isinstance(module, torch.fx.GraphModule):
-            if module.graph.eliminate_dead_code():
-                changed = True
-                if module is not state.gm:
-                    module.recompile()
+    for module in graph_modules(state.gm):
+        if module.graph.eliminate_dead_code():
+            changed = True
+            if module is not state.gm:
+                module.recompile()
     if changed:
         state.gm.delete_all_unused_submodules()
         _delete_unused_tensor_attributes(state.gm)

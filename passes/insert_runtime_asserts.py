@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
-
 from exporter._state import ExportState
+from exporter._torch_internals import insert_deferred_runtime_asserts
 
 __all__ = ["insert_runtime_asserts"]
 

@@ -7,7 +7,7 @@ import logging
 import torch
 from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
 
-from exporter._errors import TraceError
+from exporter._errors import Category, TraceError
 from exporter._state import ExportState
 
 __all__ = ["lift_constants"]
@@ -116,7 +116,7 @@ def _check_not_aliasing_state(state: ExportState, value: torch.Tensor, target: s
         raise TraceError(
             f"constant tensor {target!r} shares memory with {owner!r}: the program would "
             "store a second, independent copy of that state",
-            category="constant",
+            category=Category.CONSTANT,
             hint=f"register {target!r} as a buffer, or compute it from {owner!r} inside forward()",
         )
 

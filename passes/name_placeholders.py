@@ -9,18 +9,11 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind, OutputKind
 
+from exporter._ir import PLACEHOLDER_PREFIXES
 from exporter._state import ExportState
+from exporter._torch_internals import HigherOrderOperator
 
-__all__ = ["name_placeholders", "PLACEHOLDER_PREFIXES"]
-
-PLACEHOLDER_PREFIXES = {
-    InputKind.USER_INPUT: "",
-    InputKind.PARAMETER: "p_",
-    InputKind.BUFFER: "b_",
-    InputKind.CONSTANT_TENSOR: "c_",
-    InputKind.CUSTOM_OBJ: "obj_",
-    InputKind.TOKEN: "token",
-}
+__all__ = ["name_placeholders", "user_input_name"]
 
 _NON_WORD = re.compile(r"[^a-zA-Z0-9]")
 _NUMBERED = re.compile(r"(.*)_(\d+)")
@@ -141,7 +134,7 @@ def _subgraph_operands(gm: torch.fx.GraphModule, node: torch.fx.Node):
 def _name_subgraph_inputs(gm: torch.fx.GraphModule) -> bool:
     changed = False
     for node in gm.graph.nodes:
-        if node.op != "call_function" or not isinstance(node.target, torch._ops.HigherOrderOperator):
+        if node.op != "call_function" or not isinstance(node.target, HigherOrderOperator):
             continue
         for subgraph, operands in _subgraph_operands(gm, node):
             names = _Names()

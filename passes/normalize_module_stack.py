@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import torch
 
+from exporter._ir import ROOT_MODULE_KEY, graph_modules, module_stack_key
 from exporter._state import ExportState
 
-__all__ = ["normalize_module_stack", "ROOT_KEY", "module_stack_key"]
-
-ROOT_KEY = "L__self__"
-
-
-def module_stack_key(path: str) -> str:
-    """torch.export's key for a module call at ``path`` (``layers.0@1`` for a second call)."""
-    return ROOT_KEY + path
+__all__ = ["normalize_module_stack"]
 
 
 def _qualified_name(cls) -> str:
@@ -34,9 +27,7 @@ def normalize_module_stack(state: ExportState) -> bool:
     """
     root_entry = ("", _qualified_name(type(state.root)))
     changed = False
-    for module in state.gm.modules():
-        if not isinstance(module, torch.fx.GraphModule):
-            continue
+    for module in graph_modules(state.gm):
         top = module is state.gm
         for node in module.graph.nodes:
             if node.op in ("placeholder", "output"):
@@ -47,11 +38,11 @@ def normalize_module_stack(state: ExportState) -> bool:
             stack = node.meta.get("nn_module_stack")
             new: dict[str, tuple[str, str]] = {}
             for key, (path, cls) in (stack or {}).items():
-                if not key.startswith(ROOT_KEY):
+                if not key.startswith(ROOT_MODULE_KEY):
                     key = module_stack_key(key)
                 new[key] = (path, _qualified_name(cls))
-            if top and ROOT_KEY not in new:
-                new = {ROOT_KEY: root_entry, **new}
+            if top and ROOT_MODULE_KEY not in new:
+                new = {ROOT_MODULE_KEY: root_entry, **new}
             if new != stack or type(stack) is not dict:
                 changed = True
             node.meta["nn_module_stack"] = new

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import torch
-from torch.export.graph_signature import OutputKind
 
+from exporter._ir import STATE_MUTATIONS
 from exporter._state import ExportState
 
 __all__ = ["remove_state_copies"]
-
-_STATE_UPDATES = (OutputKind.BUFFER_MUTATION, OutputKind.PARAMETER_MUTATION)
-
 
 def _same_layout(a, b) -> bool:
     return (
@@ -35,7 +32,7 @@ def remove_state_copies(state: ExportState) -> bool:
     values = list(graph.output_node().args[0])
     changed = False
     for value, spec in zip(values, state.output_specs):
-        if spec.kind not in _STATE_UPDATES or not isinstance(value, torch.fx.Node):
+        if spec.kind not in STATE_MUTATIONS or not isinstance(value, torch.fx.Node):
             continue
         if value.op != "call_function" or value.target is not torch.ops.aten.copy.default:
             continue

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import torch
-from torch.export.graph_signature import InputKind, OutputKind
+from torch.export.graph_signature import InputKind
 
-from exporter._errors import TraceError
+from exporter._ir import STATE_MUTATIONS
+
+from exporter._errors import PassError
 from exporter._state import ExportState
 
 __all__ = ["restore_fqns"]
@@ -45,10 +47,10 @@ def restore_fqns(state: ExportState) -> bool:
             continue
         value = _lookup(root, spec.target)
         if value is None or value is not persistent_state.get(spec.target):
-            raise TraceError(
+            raise PassError(
                 f"input {spec.arg.name} targets {spec.target!r}, which is not a "
                 f"{spec.kind.name.lower()} of {type(root).__name__}",
-                category="signature",
+                pass_name="restore_fqns",
             )
         if spec.kind == InputKind.BUFFER and spec.persistent is False:
             if state.constants.get(spec.target) is not value:
@@ -56,10 +58,10 @@ def restore_fqns(state: ExportState) -> bool:
                 changed = True
     input_targets = {s.target for s in state.input_specs if s.target is not None}
     for spec in state.output_specs:
-        if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.PARAMETER_MUTATION):
+        if spec.kind in STATE_MUTATIONS:
             if spec.target not in input_targets:
-                raise TraceError(
+                raise PassError(
                     f"output {spec.arg.name} updates {spec.target!r}, which no input reads",
-                    category="signature",
+                    pass_name="restore_fqns",
                 )
     return changed

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from exporter._inputs import bind_inputs
+from exporter.inputs import bind_inputs
 from exporter._pipeline import run_passes
-from passes import DEFAULT_PASSES
+from exporter.passes import DEFAULT_PASSES
 from exporter._state import ExportState
-from exporter._trace import trace
+from exporter.trace import trace
 
 
 def traced_state(model: torch.nn.Module, args=(), kwargs=None, *, until=None) -> ExportState:

@@ -1,7 +1,8 @@
 """IR checks run on every exported program.
 
 Each check is a function that raises ``exporter.VerificationError`` naming the node, the
-rule and what it found.  ``verify_program`` runs them all on every export;
+rule and what it found.  Installed as ``exporter.verifier``; imports only exporter's
+shared vocabulary (errors, IR names).  ``verify_program`` runs them all on every export;
 ``EXPORTER_VERIFY_EACH_PASS=1`` runs ``verify_structure`` (the rules every pass must keep)
 after each pass.
 """
@@ -34,6 +35,6 @@ def verify_program(program) -> None:
     gm = program.graph_module
     verify_module_stack(gm)
     verify_stack_traces(gm)
+    verify_signature(program)
     verify_placeholder_names(gm, program.graph_signature.input_specs)
     verify_functional_ops(gm)
-    verify_signature(program)

@@ -5,12 +5,9 @@ from __future__ import annotations
 import torch
 
 from exporter._errors import VerificationError
+from exporter._ir import graph_modules
 
 __all__ = ["verify_module_stack", "verify_stack_traces"]
-
-
-def _graph_modules(gm: torch.fx.GraphModule):
-    return [m for m in gm.modules() if isinstance(m, torch.fx.GraphModule)]
 
 
 def _well_formed(stack) -> bool:
@@ -26,7 +23,7 @@ def _well_formed(stack) -> bool:
 def verify_module_stack(gm: torch.fx.GraphModule) -> None:
     """call_function/get_attr nodes of the top graph carry a dict[str, (path, class)] stack;
     placeholders and outputs of every graph carry none."""
-    for module in _graph_modules(gm):
+    for module in graph_modules(gm):
         top = module is gm
         for node in module.graph.nodes:
             stack = node.meta.get("nn_module_stack")
@@ -54,7 +51,7 @@ def verify_module_stack(gm: torch.fx.GraphModule) -> None:
 
 def verify_stack_traces(gm: torch.fx.GraphModule) -> None:
     """stack_trace is None or a string; placeholders and outputs have none."""
-    for module in _graph_modules(gm):
+    for module in graph_modules(gm):
         for node in module.graph.nodes:
             trace = node.meta.get("stack_trace")
             if node.op in ("placeholder", "output"):

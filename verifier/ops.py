@@ -7,9 +7,9 @@ import math
 import operator
 
 import torch
-from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
-
 from exporter._errors import VerificationError
+from exporter._ir import graph_modules
+from exporter._torch_internals import HigherOrderOperator, OpOverload, OpOverloadPacket, sym_sqrt
 
 __all__ = ["verify_functional_ops", "SYMBOLIC_OPS"]
 
@@ -22,7 +22,7 @@ SYMBOLIC_OPS = frozenset(
         operator.and_, operator.or_, operator.xor, operator.not_, operator.lshift, operator.rshift,
         math.ceil, math.floor, math.trunc, math.sqrt, builtins.round,
         torch.sym_float, torch.sym_int, torch.sym_max, torch.sym_min, torch.sym_not,
-        torch.sym_ite, torch.sym_sum, torch._sym_sqrt,
+        torch.sym_ite, torch.sym_sum, sym_sqrt,
     }
 )
 
@@ -62,9 +62,7 @@ def verify_functional_ops(gm: torch.fx.GraphModule) -> None:
     """Every call is a functional OpOverload, a HigherOrderOperator or a symbolic-int op, and
     carries ``val`` metadata; get_attr reads only subgraphs in the top-level graph; no
     call_module/call_method nodes."""
-    for module in gm.modules():
-        if not isinstance(module, torch.fx.GraphModule):
-            continue
+    for module in graph_modules(gm):
         for node in module.graph.nodes:
             if node.op == "call_function":
                 _check_target(node)

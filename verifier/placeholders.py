@@ -1,54 +1,48 @@
-"""Placeholder names follow the kind prefixes of the signature."""
+"""Placeholders correspond to the input specs, and their names follow their kind's prefix."""
 
 from __future__ import annotations
 
 import torch
-from torch.export.graph_signature import InputKind
 
 from exporter._errors import VerificationError
+from exporter._ir import PLACEHOLDER_PREFIXES
 
-__all__ = ["verify_placeholder_names", "verify_placeholders_match_specs", "KIND_PREFIXES"]
+__all__ = ["verify_placeholder_names", "verify_placeholders_match_specs"]
 
-KIND_PREFIXES = {
-    InputKind.PARAMETER: "p_",
-    InputKind.BUFFER: "b_",
-    InputKind.CONSTANT_TENSOR: "c_",
-    InputKind.CUSTOM_OBJ: "obj_",
-    InputKind.TOKEN: "token",
-}
+
+def _placeholders(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    return [n for n in gm.graph.nodes if n.op == "placeholder"]
 
 
 def verify_placeholders_match_specs(gm: torch.fx.GraphModule, input_specs) -> None:
-    """Placeholders and input specs correspond one to one, in order."""
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    """Placeholders and input specs correspond one to one, in order, by name."""
+    placeholders = _placeholders(gm)
     names = [spec.arg.name for spec in input_specs]
-    for i, node in enumerate(placeholders):
-        if i >= len(names) or names[i] != node.name:
+    if len(placeholders) != len(names):
+        raise VerificationError(
+            f"the graph has {len(placeholders)} placeholders but the signature {len(names)} input specs",
+            rule="input-spec-count",
+        )
+    for i, (node, name) in enumerate(zip(placeholders, names)):
+        if node.name != name:
+            found = "is described by another input spec" if node.name in names else "has no input spec"
             raise VerificationError(
-                f"placeholder {node.name} has no input spec"
-                + (f" (spec {i} describes {names[i]!r})" if i < len(names) else ""),
-                rule="placeholder-has-spec",
+                f"placeholder {node.name} {found}: input spec {i} describes {name!r}",
+                rule="input-spec-order",
                 node=node.name,
             )
-    if len(names) > len(placeholders):
-        raise VerificationError(
-            f"input spec {names[len(placeholders)]!r} has no placeholder",
-            rule="placeholder-has-spec",
-        )
 
 
 def verify_placeholder_names(gm: torch.fx.GraphModule, input_specs) -> None:
-    """Each non-user placeholder's name starts with its kind's prefix (p_, b_, c_, obj_, token)."""
-    verify_placeholders_match_specs(gm, input_specs)
-    kinds = {spec.arg.name: spec.kind for spec in input_specs}
-    for node in gm.graph.nodes:
-        if node.op != "placeholder":
-            continue
-        kind = kinds[node.name]
-        prefix = KIND_PREFIXES.get(kind)
-        if prefix is not None and not node.name.startswith(prefix):
+    """Each placeholder's name starts with its kind's prefix (p_, b_, c_, obj_, token).
+
+    Placeholders are paired with specs in order; ``verify_placeholders_match_specs``
+    checks that the pairing is one to one."""
+    for node, spec in zip(_placeholders(gm), input_specs):
+        prefix = PLACEHOLDER_PREFIXES.get(spec.kind, "")
+        if not node.name.startswith(prefix):
             raise VerificationError(
-                f"placeholder {node.name} is a {kind.name} input; its name must start with {prefix!r}",
+                f"placeholder {node.name} is a {spec.kind.name} input; its name must start with {prefix!r}",
                 rule="placeholder-prefix",
                 node=node.name,
             )

@@ -9,13 +9,11 @@ from torch.export.graph_signature import (
 )
 
 from exporter._errors import VerificationError
+from exporter._ir import STATE_MUTATIONS
+
+from .placeholders import verify_placeholders_match_specs
 
 __all__ = ["verify_signature"]
-
-_MUTATION_KINDS = {
-    OutputKind.BUFFER_MUTATION: InputKind.BUFFER,
-    OutputKind.PARAMETER_MUTATION: InputKind.PARAMETER,
-}
 
 
 def _fail(message: str, rule: str, node: str | None = None):
@@ -28,20 +26,9 @@ def verify_signature(program) -> None:
     mutation output updates an input of the matching kind, and comes before user outputs."""
     gm = program.graph_module
     sig = program.graph_signature
+    verify_placeholders_match_specs(gm, sig.input_specs)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    if len(placeholders) != len(sig.input_specs):
-        _fail(
-            f"the graph has {len(placeholders)} placeholders but the signature "
-            f"{len(sig.input_specs)} input specs",
-            "input-spec-count",
-        )
     for node, spec in zip(placeholders, sig.input_specs):
-        if spec.arg.name != node.name:
-            _fail(
-                f"placeholder {node.name} is described by input spec {spec.arg.name!r}",
-                "input-spec-order",
-                node.name,
-            )
         if spec.kind == InputKind.PARAMETER or (spec.kind == InputKind.BUFFER and spec.persistent):
             if spec.target not in program.state_dict:
                 _fail(
@@ -88,11 +75,11 @@ def verify_signature(program) -> None:
                     f"output {spec.arg.name} mutates {spec.target!r}, which is not a user input",
                     "mutation-target",
                 )
-        elif spec.kind in _MUTATION_KINDS:
+        elif spec.kind in STATE_MUTATIONS:
             source = inputs_by_target.get(spec.target)
-            if source is None or source.kind != _MUTATION_KINDS[spec.kind]:
+            if source is None or source.kind != STATE_MUTATIONS[spec.kind]:
                 _fail(
                     f"output {spec.arg.name} is a {spec.kind.name} of {spec.target!r}, "
-                    f"which is not a {_MUTATION_KINDS[spec.kind].name} input",
+                    f"which is not a {STATE_MUTATIONS[spec.kind].name} input",
                     "mutation-target",
                 )

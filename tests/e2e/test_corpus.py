@@ -258,8 +258,8 @@ def _graph_fingerprint(gm: torch.fx.GraphModule) -> list[tuple]:
 @pytest.mark.parametrize("case", CASES + TRANSFORMER_CASES, ids=lambda c: c.name)
 def test_trace_without_functionalization_only_when_it_changes_nothing(case):
     """The first, unfunctionalized trace is kept only when it equals the functionalized one."""
-    from exporter._inputs import bind_inputs
-    from exporter._trace import trace
+    from exporter.inputs import bind_inputs
+    from exporter.trace import trace
 
     model = case.make_model()
     bound = bind_inputs(model, *case.make_inputs(0))

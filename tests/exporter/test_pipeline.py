@@ -5,10 +5,10 @@ import torch
 
 import exporter
 from exporter import PassError, VerificationError
-from exporter._inputs import bind_inputs
+from exporter.inputs import bind_inputs
 from exporter._pipeline import run_passes
-from exporter._trace import trace
-from passes import DEFAULT_PASSES, eliminate_dead_code, lift_constants
+from exporter.trace import trace
+from exporter.passes import DEFAULT_PASSES, eliminate_dead_code, lift_constants
 
 
 def _state():

@@ -1,6 +1,6 @@
 import torch
 
-from passes import eliminate_dead_code
+from exporter.passes import eliminate_dead_code
 from tests.support import call_targets, traced_state
 
 

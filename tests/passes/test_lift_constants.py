@@ -3,7 +3,7 @@ import torch
 from torch.export.graph_signature import InputKind
 
 from exporter import TraceError
-from passes import lift_constants
+from exporter.passes import lift_constants
 from tests.support import call_targets, specs_by_name, traced_state
 
 

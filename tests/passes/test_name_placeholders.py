@@ -1,7 +1,7 @@
 import torch
 from torch.export.graph_signature import InputKind, OutputKind
 
-from passes import name_placeholders
+from exporter.passes import name_placeholders
 from tests.support import traced_state
 
 

@@ -1,6 +1,6 @@
 import torch
 
-from passes import normalize_module_stack
+from exporter.passes import normalize_module_stack
 from tests.support import traced_state
 
 

@@ -1,7 +1,7 @@
 import torch
 from torch.export.graph_signature import InputKind
 
-from passes import order_inputs
+from exporter.passes import order_inputs
 from tests.support import traced_state
 
 

@@ -2,8 +2,8 @@ import pytest
 import torch
 from torch.export.graph_signature import InputKind
 
-from exporter import TraceError
-from passes import restore_fqns
+from exporter import PassError
+from exporter.passes import restore_fqns
 from tests.support import traced_state
 
 
@@ -48,5 +48,5 @@ def test_a_target_that_is_not_the_traced_tensor_is_rejected():
     state = traced_state(model, (torch.tensor([[1, 2]]),), until=restore_fqns)
     spec = next(s for s in state.input_specs if s.kind == InputKind.PARAMETER)
     spec.target = "block.missing"
-    with pytest.raises(TraceError, match="'block.missing', which is not a parameter"):
+    with pytest.raises(PassError, match="'block.missing', which is not a parameter"):
         restore_fqns(state)

@@ -2,7 +2,7 @@ import pytest
 
 from exporter import VerificationError
 from tests.support import node_named
-from verifier import verify_module_stack, verify_stack_traces
+from exporter.verifier import verify_module_stack, verify_stack_traces
 
 
 def test_exported_program_passes(program):

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from exporter import VerificationError
-from verifier import verify_functional_ops
+from exporter.verifier import verify_functional_ops
 
 
 def test_exported_program_passes(program):

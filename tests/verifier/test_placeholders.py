@@ -3,7 +3,7 @@ from torch.export.graph_signature import InputKind
 
 from exporter import VerificationError
 from tests.support import node_named
-from verifier import verify_placeholder_names
+from exporter.verifier import verify_placeholder_names, verify_placeholders_match_specs
 
 
 def test_exported_program_passes(program):
@@ -22,5 +22,13 @@ def test_wrong_prefix_is_rejected(parts, kind, bad):
 
 def test_placeholder_without_spec_is_rejected(parts):
     node_named(parts.graph_module, "x").name = "x_renamed"
-    with pytest.raises(VerificationError, match="placeholder x_renamed has no input spec"):
-        verify_placeholder_names(parts.graph_module, parts.graph_signature.input_specs)
+    with pytest.raises(VerificationError, match="placeholder x_renamed has no input spec: input spec 4 describes 'x'") as info:
+        verify_placeholders_match_specs(parts.graph_module, parts.graph_signature.input_specs)
+    assert info.value.rule == "input-spec-order"
+
+
+def test_extra_spec_is_rejected(parts):
+    specs = [*parts.graph_signature.input_specs, parts.graph_signature.input_specs[-1]]
+    with pytest.raises(VerificationError, match="6 placeholders but the signature 7 input specs") as info:
+        verify_placeholders_match_specs(parts.graph_module, specs)
+    assert info.value.rule == "input-spec-count"

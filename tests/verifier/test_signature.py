@@ -2,7 +2,7 @@ import pytest
 from torch.export.graph_signature import InputKind, OutputKind, TensorArgument
 
 from exporter import VerificationError
-from verifier import verify_signature
+from exporter.verifier import verify_signature
 
 
 def test_exported_program_passes(program):
@@ -64,7 +64,7 @@ def _buffer_mutation_of_parameter(p):
     "corrupt, rule, match",
     [
         (_drop_first_input_spec, "input-spec-count", "placeholders but the signature"),
-        (_swap_first_two_inputs, "input-spec-order", "is described by input spec"),
+        (_swap_first_two_inputs, "input-spec-order", "is described by another input spec"),
         (_missing_state, "state-target-exists", "missing from the state dict"),
         (_missing_constant, "state-target-exists", "missing from the constants"),
         (_drop_output_spec, "output-spec-count", "returns 3 values"),

@@ -1,0 +1,230 @@
+"""Every private torch API exporter leans on, imported or wrapped in this one module.
+
+exporter builds on torch's tracing primitives, and several of them live behind
+underscored names that move between releases: fake and functional tensor internals,
+dispatcher kernel tables, the module-stack tracer, Source data classes the ShapeEnv
+keys sizes by, Dim hint classes.  Nothing else in exporter imports an underscored torch
+module or reads an underscored torch attribute; a torch upgrade starts here.
+(``torch.utils._pytree`` is the exception: it is the pytree API every torch user calls.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch._C import DispatchKey, _AutoDispatchBelowAutograd
+from torch._decomp import _should_decompose_because_unsafe_op
+from torch._dispatch.python import enable_python_dispatcher
+# Source data classes: ShapeEnv keys input sizes by them and type-checks them when it
+# produces guards; only these data classes are used, never the Dynamo tracer.
+from torch._dynamo.source import ConstantSource, TensorProperty, TensorPropertySource
+from torch._guards import GuardSource, Source, TracingContext, tracing
+from torch._higher_order_ops.effects import has_effects
+from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
+from torch._subclasses import fake_impls
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensor,
+    FakeTensorMode,
+    UnsupportedOperatorException,
+)
+from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+from torch.export.dynamic_shapes import Dim, _DerivedDim as DerivedDim, _DimHint as DimHint, _DimHintType as DimHintType
+from torch.export.exported_program import ModuleCallEntry, ModuleCallSignature
+from torch.fx._lazy_graph_module import _use_lazy_graph_module as use_lazy_graph_module
+from torch.fx.experimental import proxy_tensor
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import (
+    ConstraintViolationError,
+    DimDynamic,
+    EqualityConstraint,
+    GuardOnDataDependentSymNode,
+    RelaxedUnspecConstraint,
+    ShapeEnv,
+    StatelessSymbolicContext,
+    StrictMinMaxConstraint,
+    free_unbacked_symbols,
+    uninteresting_files,
+)
+from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
+from torch.nn.utils.stateless import _reparametrize_module as reparametrize_module
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.value_ranges import ValueRanges
+
+__all__ = [
+    "COMPOSITE_KEY",
+    "ConstantSource",
+    "ConstraintViolationError",
+    "DataDependentOutputException",
+    "DerivedDim",
+    "Dim",
+    "DimDynamic",
+    "DimHint",
+    "DimHintType",
+    "DispatchKey",
+    "DynamicOutputShapeException",
+    "EqualityConstraint",
+    "FakeTensor",
+    "FakeTensorMode",
+    "FunctionalTensor",
+    "FunctionalTensorMode",
+    "GuardOnDataDependentSymNode",
+    "GuardSource",
+    "HigherOrderOperator",
+    "ModuleCallEntry",
+    "ModuleCallSignature",
+    "OpOverload",
+    "OpOverloadPacket",
+    "RelaxedUnspecConstraint",
+    "ShapeEnv",
+    "Source",
+    "StatelessSymbolicContext",
+    "StrictMinMaxConstraint",
+    "TensorProperty",
+    "TensorPropertySource",
+    "TracingContext",
+    "UnsupportedOperatorException",
+    "ValueRanges",
+    "below_autograd",
+    "call_at_key",
+    "clear_dispatch_cache",
+    "compiler_flags",
+    "composite_registrations",
+    "effect_tokens",
+    "enable_python_dispatcher",
+    "fake_impls",
+    "free_unbacked_symbols",
+    "functional_mode",
+    "functional_state",
+    "has_composite_kernel",
+    "has_effects",
+    "insert_deferred_runtime_asserts",
+    "int_oo",
+    "make_fx",
+    "module_stack_tracer",
+    "proxy_tensor",
+    "raw_expr",
+    "record_module_calls",
+    "reparametrize_module",
+    "set_compiler_flags",
+    "should_decompose_because_unsafe",
+    "stack_trace_anchors",
+    "sym_sqrt",
+    "symbolic_tensor",
+    "tracing",
+    "unwrap_functional",
+    "uninteresting_files",
+    "use_lazy_graph_module",
+]
+
+COMPOSITE_KEY = DispatchKey.CompositeImplicitAutograd
+should_decompose_because_unsafe = _should_decompose_because_unsafe_op
+sym_sqrt = torch._sym_sqrt
+below_autograd = _AutoDispatchBelowAutograd
+
+
+# -- the dispatcher ------------------------------------------------------------------------
+
+
+def composite_registrations() -> tuple[str, ...]:
+    """Qualified names of every op with a CompositeImplicitAutograd kernel."""
+    return tuple(torch._C._dispatch_get_registrations_for_dispatch_key("CompositeImplicitAutograd"))
+
+
+def has_composite_kernel(op: OpOverload) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), COMPOSITE_KEY)
+
+
+def call_at_key(op: OpOverload, key: DispatchKey):
+    """``op``'s kernel at ``key`` as a plain function."""
+    return lambda *args, **kwargs: op._op_dk(key, *args, **kwargs)
+
+
+def clear_dispatch_cache(op: OpOverload) -> None:
+    """Forget ``op``'s cached kernel choices after its ``py_kernels`` table changed."""
+    op._dispatch_cache.clear()
+
+
+# -- process-wide flags --------------------------------------------------------------------
+
+
+def compiler_flags() -> tuple[bool, bool]:
+    """What ``torch.compiler.is_compiling()`` and ``is_exporting()`` report."""
+    return torch.compiler._is_compiling_flag, torch.compiler._is_exporting_flag
+
+
+def set_compiler_flags(compiling: bool, exporting: bool) -> None:
+    torch.compiler._is_compiling_flag = compiling
+    torch.compiler._is_exporting_flag = exporting
+
+
+# -- tracing internals ---------------------------------------------------------------------
+
+
+def module_stack_tracer() -> type:
+    """make_fx's tracer class when it records the module stack."""
+    return proxy_tensor._ModuleStackTracer
+
+
+def stack_trace_anchors() -> Any:
+    """Code locations torch.fx keeps in stack traces besides ``forward`` frames."""
+    return getattr(torch.fx.proxy, "_STACK_TRACE_ANCHORS", ())
+
+
+def symbolic_tensor(data: Any, **kwargs: Any) -> torch.Tensor:
+    """``torch.tensor(data)`` for data holding symbolic ints, recording the sizes instead of
+    reading their example values (the Python reference implementation of ``torch.tensor``)."""
+    return torch._refs.tensor(data, **kwargs)
+
+
+def record_module_calls(fn: Any, root: torch.nn.Module, decompositions: dict, inputs: list[Any]) -> torch.fx.GraphModule:
+    """``make_fx`` of ``fn`` below autograd, recording each node's module stack relative to
+    ``root`` (the module ``fn`` runs) and no torch-function metadata."""
+    fn._orig_mod = root
+    return make_fx(
+        fn,
+        decompositions,
+        record_module_stack=True,
+        pre_dispatch=False,
+        _disable_torch_fn_metadata_mode=True,
+    )(*inputs)
+
+
+def raw_expr(size: torch.SymInt) -> Any:
+    """The sympy expression a symbolic size was created with, before the ShapeEnv's
+    replacements (``size.node.expr`` applies them)."""
+    return size.node._expr
+
+
+# -- functionalization ---------------------------------------------------------------------
+
+
+def functional_mode() -> FunctionalTensorMode:
+    """The functionalizing mode torch.export traces with (effect tokens discovered, not required)."""
+    return FunctionalTensorMode(pre_dispatch=False, export=True, _allow_token_discovery=True)
+
+
+def effect_tokens(mode: FunctionalTensorMode) -> list[Any]:
+    """The side-effectful ops ``mode`` met, which would need effect tokens."""
+    return list(mode._tokens)
+
+
+def unwrap_functional(value: FunctionalTensor) -> torch.Tensor:
+    """The value a functional tensor holds now, with its pending updates applied."""
+    torch._sync(value)
+    return torch._from_functional_tensor(value.elem)
+
+
+def functional_state(value: FunctionalTensor) -> tuple[bool, bool, bool]:
+    """(storage changed, metadata mutated, data mutated) of a functional tensor since wrapping.
+
+    Pending updates are applied first."""
+    torch._sync(value)
+    elem = value.elem
+    return (
+        torch._functionalize_was_storage_changed(elem),
+        torch._functionalize_has_metadata_mutation(elem),
+        torch._functionalize_has_data_mutation(elem),
+    )

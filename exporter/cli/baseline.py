@@ -1,0 +1,96 @@
+"""Baselines for ``exporter check``: per model, the signature and op histogram that were accepted.
+
+A model whose signature or op histogram changes is reported as drift, with a readable diff
+and, since it is the usual cause, any torch or model-library version change since the
+baseline was recorded.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from typing import Any
+
+from .._errors import InputSpecError
+from .save import write_json
+
+__all__ = ["BASELINE_SCHEMA", "baseline_entry", "drift", "load_baseline", "save_baseline"]
+
+BASELINE_SCHEMA = "exporter.baseline/1"
+_SIGNATURE_KEYS = ("kind", "name", "target", "persistent", "shape", "dtype", "value")
+
+
+def baseline_entry(report) -> dict[str, Any]:
+    """What a baseline keeps of an export: signature, op histogram, versions."""
+    return {
+        "signature": report.signature,
+        "ops": report.ops,
+        "versions": report.versions,
+    }
+
+
+def load_baseline(path: str) -> dict[str, Any]:
+    """The baseline's models (by reference); an absent file is an empty baseline."""
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputSpecError(
+            f"--baseline {path} cannot be read: {e}",
+            hint="fix or delete the file, then record it again with --update-baseline",
+        ) from None
+    if not isinstance(data, dict) or data.get("schema") != BASELINE_SCHEMA or not isinstance(data.get("models"), dict):
+        raise InputSpecError(
+            f"--baseline {path} is not an exporter baseline (schema {BASELINE_SCHEMA})",
+            hint="record one with --update-baseline",
+        )
+    return data["models"]
+
+
+def save_baseline(path: str, models: dict[str, Any]) -> None:
+    """Write ``models`` (reference -> entry) as the baseline, sorted for stable diffs in review."""
+    write_json(path, {"schema": BASELINE_SCHEMA, "models": {k: models[k] for k in sorted(models)}})
+
+
+def _signature_lines(signature: dict[str, list[dict[str, Any]]] | None) -> list[str]:
+    lines = []
+    for side in ("inputs", "outputs"):
+        for row in (signature or {}).get(side, []):
+            fields = [f"{k}={row[k]}" for k in _SIGNATURE_KEYS if row.get(k) is not None]
+            lines.append(f"{side[:-1]} " + " ".join(fields))
+    return lines
+
+
+def drift(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Readable differences between a baseline entry and a fresh one; empty if none."""
+    lines: list[str] = []
+    sig_old, sig_new = _signature_lines(old.get("signature")), _signature_lines(new.get("signature"))
+    if sig_old != sig_new:
+        lines.append("signature changed:")
+        lines += [
+            "  " + line
+            for line in difflib.unified_diff(sig_old, sig_new, "baseline", "now", lineterm="", n=1)
+            if not line.startswith(("---", "+++"))
+        ]
+    ops_old, ops_new = old.get("ops", {}), new.get("ops", {})
+    changed_ops = sorted(op for op in set(ops_old) | set(ops_new) if ops_old.get(op, 0) != ops_new.get(op, 0))
+    if changed_ops:
+        lines.append("op histogram changed:")
+        for op in changed_ops:
+            a, b = ops_old.get(op, 0), ops_new.get(op, 0)
+            lines.append(f"  {op}: {a} -> {b} ({b - a:+d})")
+    if lines:
+        v_old, v_new = old.get("versions", {}), new.get("versions", {})
+        moved = [
+            f"{name} {v_old[name]} -> {v_new[name]}"
+            for name in sorted(set(v_old) & set(v_new))
+            if name not in ("python", "exporter") and v_old[name] != v_new[name]
+        ]
+        if moved:
+            lines.append(
+                "versions changed since the baseline (the usual cause of drift): " + ", ".join(moved)
+            )
+    return lines

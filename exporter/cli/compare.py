@@ -1,0 +1,157 @@
+"""Run the exported program and the eager model side by side and measure how far apart they are."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import torch
+import torch.utils._pytree as pytree
+
+from .._errors import VerificationError
+from ..trace.preserve import state_values_restored
+
+__all__ = ["Comparison", "OutputDiff", "VerificationMismatch", "check_against_eager", "compare_with_eager"]
+
+
+@attrs.frozen
+class OutputDiff:
+    """One output leaf: how far the program's value is from eager's."""
+
+    path: str
+    max_abs: float
+    max_rel: float
+    """Largest absolute error divided by the largest magnitude of the eager output."""
+    ok: bool
+    note: str = ""
+
+
+@attrs.frozen
+class Comparison:
+    """Program vs eager on one set of inputs."""
+
+    label: str
+    outputs: tuple[OutputDiff, ...]
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and all(o.ok for o in self.outputs)
+
+    def failures(self) -> list[str]:
+        """One line per way this run failed: an error, or an output beyond tolerance."""
+        lines = [f"{self.label}: {self.error}"] if self.error else []
+        for out in self.outputs:
+            if not out.ok:
+                note = f" ({out.note})" if out.note else ""
+                lines.append(f"{self.label} {out.path}: max abs error {out.max_abs:.3g}, max rel error {out.max_rel:.3g}{note}")
+        return lines
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "inputs": self.label,
+            "passed": self.ok,
+            "error": self.error,
+            "outputs": [attrs.asdict(o) for o in self.outputs],
+        }
+
+
+class VerificationMismatch(VerificationError):
+    """The program and the eager model disagree beyond tolerance on some inputs."""
+
+    def __init__(self, comparisons: list[Comparison], *, rtol: float, atol: float) -> None:
+        failures = [line for c in comparisons for line in c.failures()]
+        super().__init__(
+            f"program and eager differ (rtol {rtol:g}, atol {atol:g}): " + "; ".join(failures),
+            rule="matches-eager",
+            hint="the program disagrees with eager beyond tolerance; compare node by node with "
+            "torch.fx.Interpreter, or loosen --rtol/--atol if the difference is rounding",
+        )
+        self.comparisons = comparisons
+
+
+def _clone(tree: Any) -> Any:
+    return pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), tree)
+
+
+def _diff(path: str, ours: Any, ref: Any, rtol: float, atol: float) -> OutputDiff:
+    if isinstance(ref, torch.Tensor):
+        if not isinstance(ours, torch.Tensor):
+            return OutputDiff(path, float("nan"), float("nan"), False, f"program gave {type(ours).__name__}")
+        if ours.shape != ref.shape or ours.dtype != ref.dtype:
+            note = f"program gave {ours.dtype} {tuple(ours.shape)}, eager {ref.dtype} {tuple(ref.shape)}"
+            return OutputDiff(path, float("nan"), float("nan"), False, note)
+        if ref.numel() == 0:
+            return OutputDiff(path, 0.0, 0.0, True)
+        a, b = ours.detach().double(), ref.detach().double()
+        err = (a - b).abs()
+        both_nan = torch.isnan(a) & torch.isnan(b)
+        err = torch.where(both_nan, torch.zeros_like(err), err)
+        max_abs = float(err.max())
+        scale = float(b.abs().nan_to_num(0.0).max())
+        max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
+        ok = bool(torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
+        return OutputDiff(path, max_abs, max_rel, ok)
+    if ours == ref:
+        return OutputDiff(path, 0.0, 0.0, True)
+    return OutputDiff(path, float("nan"), float("nan"), False, f"program gave {ours!r}, eager {ref!r}")
+
+
+def compare_with_eager(
+    model: torch.nn.Module,
+    program: torch.export.ExportedProgram,
+    inputs: list[tuple[str, tuple[Any, ...], dict[str, Any]]],
+    *,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+) -> list[Comparison]:
+    """For each ``(label, args, kwargs)``: outputs of ``program.module()`` vs ``model``.
+
+    Both start from the same state (the program shares the model's tensors, and a model
+    in train mode updates its buffers), and the model's parameters and buffers are put
+    back afterwards.
+    """
+    results = []
+    runner = program.module()
+    with state_values_restored(model) as restore:
+        for label, args, kwargs in inputs:
+            try:
+                with torch.no_grad():
+                    ref = _clone(model(*_clone(args), **_clone(kwargs)))
+                restore()
+                with torch.no_grad():
+                    ours = runner(*_clone(args), **_clone(kwargs))
+                restore()
+            except Exception as e:  # noqa: BLE001 - reported per run
+                restore()
+                results.append(Comparison(label, (), f"{type(e).__name__}: {e}"))
+                continue
+            ours_leaves, ours_spec = pytree.tree_flatten_with_path(ours)
+            ref_leaves, ref_spec = pytree.tree_flatten_with_path(ref)
+            if ours_spec != ref_spec:
+                results.append(
+                    Comparison(label, (), f"output structure differs: program {ours_spec}, eager {ref_spec}")
+                )
+                continue
+            diffs = tuple(
+                _diff(pytree.keystr(path) or "output", o, r, rtol, atol)
+                for (path, o), (_, r) in zip(ours_leaves, ref_leaves)
+            )
+            results.append(Comparison(label, diffs))
+    return results
+
+
+def check_against_eager(
+    model: torch.nn.Module,
+    program: torch.export.ExportedProgram,
+    inputs: list[tuple[str, tuple[Any, ...], dict[str, Any]]],
+    *,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+) -> list[Comparison]:
+    """``compare_with_eager``, raising ``VerificationMismatch`` (which holds the comparisons)
+    if any run fails."""
+    comparisons = compare_with_eager(model, program, inputs, rtol=rtol, atol=atol)
+    if not all(c.ok for c in comparisons):
+        raise VerificationMismatch(comparisons, rtol=rtol, atol=atol)
+    return comparisons

@@ -1,0 +1,34 @@
+"""JUnit XML for ``exporter check``: one test case per model, which CI systems display."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from .save import write_atomically
+
+__all__ = ["write_junit"]
+
+
+def write_junit(path: str, results, suite: str = "exporter.check") -> None:
+    """Write ``results`` (CheckResult-like: reference, report, drift lines) as a JUnit XML file."""
+    failures = sum(1 for r in results if not r.passed)
+    total_time = sum(r.report.timings.get("total", 0.0) for r in results)
+    root = ET.Element("testsuites", name=suite, tests=str(len(results)), failures=str(failures), time=f"{total_time:.3f}")
+    node = ET.SubElement(
+        root, "testsuite", name=suite, tests=str(len(results)), failures=str(failures), errors="0", time=f"{total_time:.3f}"
+    )
+    for result in results:
+        report = result.report
+        case = ET.SubElement(
+            node, "testcase", classname=suite, name=result.reference, time=f"{report.timings.get('total', 0.0):.3f}"
+        )
+        if report.error:
+            error = report.error
+            failure = ET.SubElement(case, "failure", message=error.headline, type=error.category.value)
+            failure.text = error.to_text()
+        elif result.drift:
+            failure = ET.SubElement(case, "failure", message="signature or op histogram drifted from the baseline", type="drift")
+            failure.text = "\n".join(result.drift)
+        out = ET.SubElement(case, "system-out")
+        out.text = f"ops: {sum(report.ops.values())}, parameters: {report.parameters}"
+    write_atomically(path, lambda tmp: ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True), suffix=".xml")

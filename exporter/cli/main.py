@@ -1,0 +1,203 @@
+"""Command line: ``python -m exporter MODEL ...`` and ``python -m exporter check MODEL ...``.
+
+Argument parsing only; the work is done by ``job`` and ``check``, the output by
+``render``.  Exit codes: 0 success, 1 export / verification / drift failure, 2 usage or
+input error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from rich.console import Console
+
+from .._errors import ErrorInfo, InputSpecError
+from .check import run_check
+from .job import run_export
+from .junit import write_junit
+from .loading import parse_init_args
+from .render import progress, render_check, render_error, render_export, render_quiet
+from .save import write_json
+from .settings import CheckSettings, ExportSettings
+
+__all__ = ["main"]
+
+CHECK_SCHEMA = "exporter.check/1"
+
+_EXAMPLE_INPUTS_HELP = (
+    "example inputs: shorthand in torch's notation, positional then name=keyword, e.g. "
+    "\"f32[2,3] i64[2,16]@[0,1000) mask=b8[2,16] 4 0.5 None\"; or a function returning "
+    "args or (args, kwargs): file.py:make_inputs, or :make_inputs in the model's file. "
+    "Default: example_inputs defined on the model class or in the model file"
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's own usage errors exit 2, as ours do
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _export_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m exporter",
+        description="Export a PyTorch model to a torch.export .pt2 program (functional ATen). "
+        "`python -m exporter check ...` checks many models for CI.",
+    )
+    p.add_argument("model", metavar="MODEL", help="path/to/file.py:Name or package.module:Name "
+                   "(an nn.Module class, a function returning a module, or a module instance)")
+    p.add_argument("--example-inputs", metavar="SPEC", help=_EXAMPLE_INPUTS_HELP)
+    p.add_argument("--init-args", metavar="JSON", help="keyword arguments for the class or function, as a JSON object")
+    p.add_argument(
+        "--dynamic",
+        action="append",
+        default=[],
+        metavar="PATH=SPEC",
+        help="make an input dimension dynamic, e.g. x.0=batch:1..64 (a named Dim with its range; "
+        "flags sharing a name share it), y.0=batch, z.1=2*batch, w.0=auto; repeat the flag",
+    )
+    p.add_argument("--train", action="store_true", help="export in train mode (default: eval)")
+    p.add_argument("-o", "--output", metavar="OUT.pt2", help="where to write the program (default: <Name>.pt2 here)")
+    p.add_argument("--json", metavar="REPORT.json", help="also write a machine-readable report")
+    p.add_argument("--verify", action="store_true", help="compare program and eager on the example and fresh inputs")
+    p.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance for --verify (default 1e-4)")
+    p.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance for --verify (default 1e-5)")
+    p.add_argument("--graph", action="store_true", help="print the graph's code")
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument("-q", "--quiet", action="store_true", help="print one line")
+    loud.add_argument("-v", "--verbose", action="store_true", help="debug logging and tracebacks")
+    p.add_argument("--version", action="version", version=_version())
+    return p
+
+
+def _check_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m exporter check",
+        description="Export and verify every MODEL (example inputs from each model's file); "
+        "exit 0 only if all export, verify and match their baseline.",
+    )
+    p.add_argument("models", metavar="MODEL", nargs="+", help="path/to/file.py:Name or package.module:Name")
+    p.add_argument("--baseline", metavar="FILE", help="JSON file of accepted signatures and op histograms")
+    p.add_argument("--update-baseline", action="store_true", help="record the current exports in --baseline")
+    p.add_argument("--junit", metavar="FILE", help="write JUnit XML")
+    p.add_argument("--json", metavar="FILE", help="write a machine-readable report")
+    p.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="export in N worker processes")
+    p.add_argument("--rtol", type=float, default=1e-4)
+    p.add_argument("--atol", type=float, default=1e-5)
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument("-q", "--quiet", action="store_true", help="print only the verdict")
+    loud.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return f"exporter {__version__}"
+
+
+def _input_error(console: Console, error: InputSpecError) -> int:
+    render_error(ErrorInfo.from_exception(error), console)
+    return 2
+
+
+def _configure_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING)
+    if not verbose:
+        # Fake-tensor kernels log the traceback of a failing meta kernel at ERROR level;
+        # the failure itself reaches the user as a readable error.
+        logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
+
+
+def _export_main(argv: list[str]) -> int:
+    args = _export_parser().parse_args(argv)
+    console = Console(emoji=False)
+    _configure_logging(args.verbose)
+    try:
+        init_args = parse_init_args(args.init_args)
+    except InputSpecError as e:
+        return _input_error(console, e)
+    settings = ExportSettings(
+        model=args.model,
+        example_inputs=args.example_inputs,
+        init_args=init_args,
+        train=args.train,
+        output=args.output,
+        verify=args.verify,
+        rtol=args.rtol,
+        atol=args.atol,
+        dynamic=args.dynamic,
+    )
+    with progress(console if not args.quiet else Console(quiet=True, emoji=False)) as stage:
+        report = run_export(settings, on_stage=stage)
+    if args.json:
+        write_json(args.json, report.to_json())
+    if args.quiet:
+        render_quiet(report, console)
+    else:
+        render_export(report, console, show_graph=args.graph, verbose=args.verbose)
+    return report.exit_code
+
+
+def _check_main(argv: list[str]) -> int:
+    args = _check_parser().parse_args(argv)
+    console = Console(emoji=False)
+    _configure_logging(args.verbose)
+    if args.update_baseline and not args.baseline:
+        _check_parser().error("--update-baseline needs --baseline FILE")
+    if args.jobs < 1:
+        _check_parser().error("--jobs must be at least 1")
+    settings = CheckSettings(
+        models=args.models,
+        baseline=args.baseline,
+        update_baseline=args.update_baseline,
+        jobs=args.jobs,
+        rtol=args.rtol,
+        atol=args.atol,
+    )
+    try:
+        with progress(console if not args.quiet else Console(quiet=True, emoji=False)) as stage:
+            total = len(args.models)
+            stage(f"exporting {total} model(s)")
+            results = run_check(settings, lambda ref, finished: stage(f"exported {finished}/{total}, last {ref}"))
+    except InputSpecError as e:
+        return _input_error(console, e)
+    if args.junit:
+        write_junit(args.junit, results)
+    passed = all(r.passed for r in results)
+    if args.json:
+        write_json(
+            args.json,
+            {
+                "schema": CHECK_SCHEMA,
+                "status": "ok" if passed else "failed",
+                "models": [
+                    {"reference": r.reference, "status": r.status, "drift": r.drift, "note": r.note,
+                     "report": r.report.to_json()}
+                    for r in results
+                ],
+            },
+        )
+    if args.quiet:
+        console.print(f"{sum(r.passed for r in results)}/{len(results)} models passed", highlight=False)
+    else:
+        render_check(results, console)
+    if passed:
+        return 0
+    # Input errors in every failing model (bad references) are usage errors; anything else fails the check.
+    failing = [r for r in results if not r.passed]
+    return 2 if all(r.report.exit_code == 2 for r in failing) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "check":
+        return _check_main(argv[1:])
+    return _export_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

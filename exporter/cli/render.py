@@ -1,0 +1,251 @@
+"""Render export and check reports for people: the only module that imports rich."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from .._errors import Category, ErrorInfo
+
+__all__ = ["progress", "render_check", "render_error", "render_export", "render_quiet"]
+
+
+@contextlib.contextmanager
+def progress(console: Console) -> Iterator[Callable[[str], None]]:
+    """A ``stage(text)`` callback: a live status line on a terminal, silent otherwise."""
+    if not console.is_terminal:
+        yield lambda text: None
+        return
+    with console.status("starting") as status:
+        yield lambda text: status.update(f"{text}...")
+
+
+def _size(path: str) -> str:
+    size = float(os.path.getsize(path))
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return ""
+
+
+def _shape(row: dict) -> str:
+    if row.get("shape") is not None:
+        return "[" + ", ".join(str(s) for s in row["shape"]) + "]"
+    if "value" in row:
+        return repr(row["value"])
+    return ""
+
+
+def _titled(title: str, body) -> Group:
+    # Titles printed above rather than as table titles, which wrap to the table's width.
+    return Group(Text(title, style="bold"), body)
+
+
+def _inputs_table(report) -> Group:
+    table = Table(box=None, pad_edge=False)
+    for column in ("input", "kind", "dtype", "shape / value"):
+        table.add_column(column)
+    for leaf in report.inputs:
+        if leaf["kind"] == "tensor":
+            table.add_row(escape(leaf["path"]), "tensor", leaf["dtype"], escape(_shape(leaf)))
+        else:
+            table.add_row(escape(leaf["path"]), "constant", type(leaf["value"]).__name__, escape(repr(leaf["value"])))
+    return _titled(f"inputs from {report.input_source}", table)
+
+
+def _signature_table(report) -> Group:
+    table = Table()
+    for column in ("", "kind", "name", "target", "shape", "dtype"):
+        table.add_column(column)
+    for side in ("inputs", "outputs"):
+        for row in report.signature[side]:
+            target = row.get("target") or ""
+            if row.get("persistent") is False:
+                target += " (not persistent)"
+            table.add_row(
+                side[:-1], row["kind"], escape(row["name"] or "—"), escape(target), escape(_shape(row)), row.get("dtype") or ""
+            )
+    return _titled("signature", table)
+
+
+def _ops_table(report, limit: int = 25) -> Group:
+    total = sum(report.ops.values())
+    table = Table()
+    table.add_column("op")
+    table.add_column("count", justify="right")
+    items = list(report.ops.items())
+    for op, count in items[:limit]:
+        table.add_row(escape(op), str(count))
+    if len(items) > limit:
+        table.add_row(f"... {len(items) - limit} more", str(sum(c for _, c in items[limit:])))
+    return _titled(f"ops ({total} calls, {len(report.ops)} kinds)", table)
+
+
+def _ops(n: int) -> str:
+    return f"{n} op" if n == 1 else f"{n} ops"
+
+
+def _module_tree(report) -> Tree:
+    rows = {row["path"]: row for row in report.modules}
+    root_row = rows.get("", {"class": report.model_name, "total_ops": 0, "ops": 0})
+    tree = Tree(f"[bold]{escape(report.model_name)}[/] ({escape(root_row['class'])}): {_ops(root_row['total_ops'])}")
+    branches = {"": tree}
+    for path, row in rows.items():
+        if not path:
+            continue
+        parent = path.rsplit(".", 1)[0] if "." in path else ""
+        while parent not in branches and parent:
+            parent = parent.rsplit(".", 1)[0] if "." in parent else ""
+        name = path[len(parent) + 1 :] if parent else path
+        own = f", {row['ops']} here" if row["ops"] != row["total_ops"] and row["ops"] else ""
+        branches[path] = branches[parent].add(escape(f"{name} ({row['class']}): {_ops(row['total_ops'])}{own}"))
+    return tree
+
+
+def _verification_table(report) -> Group:
+    table = Table()
+    for column in ("inputs", "output", "max abs error", "max rel error", ""):
+        table.add_column(column, justify="right" if "error" in column else "left")
+    for run in report.verification:
+        if run.error:
+            table.add_row(run.label, "—", "", "", Text(run.error, style="red"))
+            continue
+        for out in run.outputs:
+            mark = Text("ok", style="green") if out.ok else Text("MISMATCH " + out.note, style="red")
+            table.add_row(run.label, escape(out.path), f"{out.max_abs:.3g}", f"{out.max_rel:.3g}", mark)
+    return _titled(f"program vs eager (rtol {report.settings.rtol:g}, atol {report.settings.atol:g})", table)
+
+
+def _timings_table(report) -> Group:
+    table = Table(box=None, pad_edge=False)
+    table.add_column("stage")
+    table.add_column("seconds", justify="right")
+    for stage, seconds in report.timings.items():
+        parent, _, sub = stage.partition(".")
+        table.add_row(f"  {sub}" if sub else stage, f"{seconds:.3f}")
+    return _titled("time", table)
+
+
+def render_export(report, console: Console, *, show_graph: bool = False, verbose: bool = False) -> None:
+    """The full summary of one export (or its failure)."""
+    title = f"[bold]{escape(report.settings.model)}[/]"
+    if report.model_class:
+        params = f"{report.parameters:,} parameters" if report.parameters is not None else ""
+        mode = "train" if report.settings.train else "eval"
+        console.print(f"{title}  {escape(report.model_class)}, {params}, {mode} mode")
+    else:
+        console.print(title)
+    if report.inputs:
+        console.print(_inputs_table(report))
+    if report.signature:
+        console.print(_signature_table(report))
+        console.print(_ops_table(report))
+        console.print(_module_tree(report))
+    if report.verification is not None:
+        console.print(_verification_table(report))
+    if show_graph and report.program is not None:
+        code = report.program.graph_module.print_readable(print_output=False, include_stride=False, include_device=False)
+        console.print(Syntax(code.strip(), "python", theme="ansi_dark", word_wrap=True))
+    if len(report.timings) > 1:
+        console.print(_timings_table(report))
+    if report.ok:
+        if report.output_file:
+            console.print(f"[green]saved[/] {escape(report.output_file)} ({_size(report.output_file)})")
+        else:
+            console.print("[green]exported[/]")
+    else:
+        render_error(report.error, console, verbose=verbose)
+
+
+def render_quiet(report, console: Console) -> None:
+    """One line."""
+    seconds = report.timings.get("total", 0.0)
+    if report.ok:
+        where = f" -> {report.output_file}" if report.output_file else ""
+        console.print(
+            f"ok {report.settings.model}: {sum(report.ops.values())} ops{where} ({seconds:.2f} s)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    else:
+        error = report.error
+        location = f" at {error.location}" if error.location else ""
+        console.print(
+            f"FAILED {report.settings.model}: [{error.category.value}] {error.headline}{location}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+def _error_body(error: ErrorInfo) -> list[Text]:
+    body = [Text(error.message)]
+    if error.location:
+        body.append(Text(f"at {error.location}", style="cyan"))
+    if error.hint:
+        body.append(Text(f"hint: {error.hint}", style="yellow"))
+    return body
+
+
+def render_error(error: ErrorInfo, console: Console, *, verbose: bool = False) -> None:
+    """The error: category, message, where in the user's code, what to do; traceback only if verbose."""
+    body = _error_body(error)
+    if verbose and error.traceback:
+        body.append(Text(error.traceback, style="dim"))
+    elif not verbose and error.category is Category.INTERNAL:
+        body.append(Text("run with -v for the traceback", style="dim"))
+    label = "input error" if error.is_input_error else f"export failed: {error.category.value}"
+    console.print(Panel(Group(*body), title=Text(label, style="bold red"), title_align="left", border_style="red"))
+
+
+def render_check(results, console: Console) -> None:
+    """The check table (model, status, ops, params, time, drift) and the details of failures."""
+    console.print(Text("exporter check", style="bold"))
+    table = Table()
+    for column in ("model", "status", "ops", "params", "time", "drift"):
+        table.add_column(column, justify="right" if column in ("ops", "params", "time") else "left")
+    styles = {"ok": "green", "drift": "yellow", "failed": "red", "no baseline": "yellow"}
+    for r in results:
+        report = r.report
+        table.add_row(
+            escape(r.reference),
+            Text(r.status, style=styles.get(r.status, "")),
+            str(sum(report.ops.values())) if report.ok else "—",
+            f"{report.parameters:,}" if report.parameters is not None else "—",
+            f"{report.timings.get('total', 0.0):.2f}s",
+            f"{len(r.drift)} lines" if r.drift else escape(r.note or ""),
+        )
+    console.print(table)
+    for r in results:
+        if r.drift:
+            console.print(
+                Panel(
+                    Text("\n".join(r.drift)),
+                    title=Text(f"{r.reference}: drift from baseline", style="yellow"),
+                    title_align="left",
+                    border_style="yellow",
+                )
+            )
+        elif not r.report.ok:
+            error = r.report.error
+            console.print(
+                Panel(
+                    Group(*_error_body(error)),
+                    title=Text(f"{r.reference}: {error.category.value}", style="red"),
+                    title_align="left",
+                    border_style="red",
+                )
+            )
+    passed = sum(r.passed for r in results)
+    style = "green" if passed == len(results) else "red"
+    console.print(f"[{style}]{passed}/{len(results)} models passed[/]")

@@ -1,0 +1,91 @@
+"""The report of one export: the data the terminal, JSON, baselines and JUnit are made from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import torch
+
+from .._errors import ErrorInfo
+from .compare import Comparison
+from .settings import ExportSettings
+
+__all__ = ["REPORT_SCHEMA", "ExportReport", "describe_leaf"]
+
+REPORT_SCHEMA = "exporter.report/1"
+
+
+def describe_leaf(label: str, value: Any) -> dict[str, Any]:
+    """An example input leaf as a report row: its path, kind, and dtype and shape or value."""
+    if isinstance(value, torch.Tensor):
+        return {"path": label, "kind": "tensor", "dtype": str(value.dtype).replace("torch.", ""), "shape": list(value.shape)}
+    shown = value if isinstance(value, (int, float, bool, str, type(None))) else repr(value)
+    return {"path": label, "kind": "constant", "value": shown}
+
+
+@attrs.define
+class ExportReport:
+    """Everything one export produced; ``to_json()`` is the documented report schema."""
+
+    settings: ExportSettings
+    status: str = "failed"
+    model_name: str | None = None
+    model_class: str | None = None
+    parameters: int | None = None
+    inputs: list[dict[str, Any]] = attrs.field(factory=list)
+    input_source: str | None = None
+    output_file: str | None = None
+    timings: dict[str, float] = attrs.field(factory=dict)
+    signature: dict[str, list[dict[str, Any]]] | None = None
+    range_constraints: dict[str, list[Any]] = attrs.field(factory=dict)
+    ops: dict[str, int] = attrs.field(factory=dict)
+    modules: list[dict[str, Any]] = attrs.field(factory=list)
+    verification: list[Comparison] | None = None
+    error: ErrorInfo | None = None
+    versions: dict[str, str] = attrs.field(factory=dict)
+    program: Any = None
+    """The ExportedProgram (not part of the JSON report, and not sent between processes)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def exit_code(self) -> int:
+        """0 success, 2 the user gave the model or inputs wrongly, 1 any other failure."""
+        if self.ok:
+            return 0
+        return 2 if self.error is not None and self.error.is_input_error else 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": REPORT_SCHEMA,
+            "status": self.status,
+            "model": {
+                "reference": self.settings.model,
+                "name": self.model_name,
+                "class": self.model_class,
+                "parameters": self.parameters,
+                "train": self.settings.train,
+                "init_args": self.settings.init_args,
+            },
+            "inputs": {"source": self.input_source, "leaves": self.inputs},
+            "output_file": self.output_file,
+            "timings": {k: round(v, 6) for k, v in self.timings.items()},
+            "dynamic": self.settings.dynamic,
+            "range_constraints": self.range_constraints,
+            "signature": self.signature,
+            "ops": self.ops,
+            "modules": self.modules,
+            "verification": None
+            if self.verification is None
+            else {
+                "passed": all(c.ok for c in self.verification),
+                "rtol": self.settings.rtol,
+                "atol": self.settings.atol,
+                "runs": [c.to_json() for c in self.verification],
+            },
+            "error": None if self.error is None else self.error.to_json(),
+            "versions": self.versions,
+        }

@@ -1,0 +1,5 @@
+"""Constraints: the traced guards held against the declared dynamic shapes; the program's ranges."""
+
+from .check import check_constraints
+
+__all__ = ["check_constraints"]

@@ -1,0 +1,211 @@
+"""Check the example inputs against forward() and describe every input leaf.
+
+The flat input leaves (``pytree.tree_flatten((args, kwargs))``) are what the program's
+placeholders stand for.  This module checks them before anything is traced, so a wrong
+input is reported against the user's own names (``args[1]``, ``kwargs['mask']``) instead
+of surfacing as an error deep inside the model.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import attrs
+import torch
+import torch.utils._pytree as pytree
+
+from .._errors import InputSpecError
+
+__all__ = ["BoundInputs", "bind_inputs", "describe_path", "key_values"]
+
+# Leaf types a program input may hold.  Tensors become placeholders with shapes; the others
+# are specialized into the program and kept in the signature as constant arguments.
+_CONSTANT_LEAF_TYPES = (int, float, bool, str, type(None), torch.dtype, torch.device)
+
+
+@attrs.frozen
+class BoundInputs:
+    """Example inputs bound to forward()'s parameters."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    flat: list[Any]
+    """Leaves of ``(args, kwargs)`` in pytree order: the program's user inputs."""
+
+    in_spec: pytree.TreeSpec
+    paths: list[pytree.KeyPath]
+    """For each leaf, its key path rooted at the forward() parameter name it binds to:
+    positional inputs by parameter name (``*args`` as ``args[i]``), keyword inputs by name,
+    extra keywords (those ``**kwargs`` collects) by their own names."""
+
+    forward_arg_names: list[str]
+    labels: list[str]
+    """For each leaf, how errors name it: ``args[0]``, ``kwargs['mask'][1]``."""
+
+    def by_name(self) -> dict[str, Any]:
+        """The inputs keyed by the forward() names of ``paths``, nested as plain lists and
+        dicts of their leaves (the shape a ``dynamic_shapes`` spec follows)."""
+        keyed = [(key_values(path), leaf) for path, leaf in zip(self.paths, self.flat)]
+        return {name: _rebuild([(k[1:], v) for k, v in keyed if k[0] == name]) for name in dict.fromkeys(k[0] for k, _ in keyed)}
+
+
+def key_values(path: pytree.KeyPath) -> tuple[Any, ...]:
+    """A key path as plain keys: ``(MappingKey('x'), SequenceKey(0))`` -> ``('x', 0)``."""
+    return tuple(_key_value(k) for k in path)
+
+
+def _key_value(key: Any) -> Any:
+    if isinstance(key, pytree.MappingKey):
+        return key.key
+    if isinstance(key, pytree.SequenceKey):
+        return key.idx
+    if isinstance(key, pytree.GetAttrKey):
+        return key.name
+    return key
+
+
+def _rebuild(entries: list[tuple[tuple[Any, ...], Any]]) -> Any:
+    """Nested lists (for runs of keys 0..n-1) and dicts holding the leaves at their key paths."""
+    if len(entries) == 1 and not entries[0][0]:
+        return entries[0][1]
+    root: dict = {}
+    for path, value in entries:
+        node = root
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+
+    def to_containers(node: Any) -> Any:
+        if not isinstance(node, dict):
+            return node
+        if all(isinstance(k, int) for k in node) and sorted(node) == list(range(len(node))):
+            return [to_containers(node[i]) for i in range(len(node))]
+        return {k: to_containers(v) for k, v in node.items()}
+
+    return to_containers(root)
+
+
+def describe_path(path: pytree.KeyPath) -> str:
+    """``args[0]['a']``-style name of a leaf of ``(args, kwargs)``."""
+    if not path:
+        return "inputs"
+    head, rest = path[0], path[1:]
+    if isinstance(head, pytree.SequenceKey) and head.idx == 0:
+        return "args" + pytree.keystr(rest)
+    return "kwargs" + pytree.keystr(rest)
+
+
+def _model_name(model: torch.nn.Module) -> str:
+    return type(model).__name__
+
+
+def bind_inputs(model: torch.nn.Module, args: Any, kwargs: Any) -> BoundInputs:
+    """Validate ``args``/``kwargs`` for ``model.forward`` and compute each leaf's path and name."""
+    if not isinstance(model, torch.nn.Module):
+        raise InputSpecError(
+            f"model must be a torch.nn.Module instance, got {type(model).__name__}",
+            hint="wrap a plain function in an nn.Module whose forward() calls it",
+        )
+    if isinstance(args, list):
+        raise InputSpecError(
+            "args must be a tuple of positional inputs, got a list",
+            hint="pass tuple(args), or (args,) if the list is a single argument",
+        )
+    if not isinstance(args, tuple):
+        raise InputSpecError(
+            f"args must be a tuple of positional inputs, got {type(args).__name__}",
+            hint="for a single input x, pass args=(x,)",
+        )
+    kwargs = {} if kwargs is None else kwargs
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise InputSpecError(
+            f"kwargs must be a dict from argument name to input, got {type(kwargs).__name__}",
+            hint="pass keyword inputs as kwargs={'mask': mask}",
+        )
+
+    try:
+        signature = inspect.signature(model.forward)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as e:
+            params = ", ".join(signature.parameters)
+            raise InputSpecError(
+                f"the example inputs do not fit {_model_name(model)}.forward({params}): {e}",
+                hint="give one example value per forward() argument, positional ones in args",
+            ) from None
+
+    flat_with_paths, in_spec = pytree.tree_flatten_with_path((args, kwargs))
+    flat = [leaf for _, leaf in flat_with_paths]
+    for path, leaf in flat_with_paths:
+        if isinstance(leaf, torch.Tensor):
+            _check_tensor_leaf(path, leaf)
+        elif not isinstance(leaf, _CONSTANT_LEAF_TYPES):
+            raise InputSpecError(
+                f"{describe_path(path)} is a {type(leaf).__module__}.{type(leaf).__qualname__}; "
+                "example inputs may only hold tensors, numbers, bools, strings, None, "
+                "or containers of them",
+                hint="if it is a container class, register it with "
+                "torch.utils._pytree.register_dataclass or register_pytree_node",
+            )
+
+    paths = _forward_paths(signature, args, kwargs, len(flat))
+    names = _forward_arg_names(signature, args, kwargs)
+    labels = [describe_path(path) for path, _ in flat_with_paths]
+    return BoundInputs(args, dict(kwargs), flat, in_spec, paths, names, labels)
+
+
+def _check_tensor_leaf(path: pytree.KeyPath, leaf: torch.Tensor) -> None:
+    where = describe_path(path)
+    if type(leaf) not in (torch.Tensor, torch.nn.Parameter) and not _is_plain_subclass(leaf):
+        raise InputSpecError(
+            f"{where} is a tensor subclass {type(leaf).__qualname__}, which export does not support",
+            hint="pass a plain torch.Tensor",
+        )
+    if leaf.is_sparse or leaf.layout != torch.strided:
+        raise InputSpecError(
+            f"{where} has layout {leaf.layout}; only dense strided tensors can be exported",
+            hint="pass tensor.to_dense()",
+        )
+    if leaf.device.type == "meta":
+        raise InputSpecError(
+            f"{where} is on the meta device and has no values to check the export against",
+            hint="pass a real tensor of the same shape, e.g. torch.randn(...)",
+        )
+
+
+def _is_plain_subclass(t: torch.Tensor) -> bool:
+    # Subclasses that only add Python methods behave like plain tensors under dispatch.
+    return type(t).__torch_dispatch__ is torch.Tensor.__torch_dispatch__
+
+
+def _forward_paths(signature, args, kwargs, n_leaves: int) -> list[pytree.KeyPath]:
+    """Key paths of the leaves, rooted at the forward() parameter names they bind to."""
+    if signature is not None:
+        try:
+            combined = {**signature.bind_partial(*args).arguments, **kwargs}
+        except TypeError:
+            combined = None
+        if combined is not None:
+            paths = [p for p, _ in pytree.tree_flatten_with_path(combined)[0]]
+            if len(paths) == n_leaves:
+                return paths
+    combined = {**{f"args_{i}": a for i, a in enumerate(args)}, **kwargs}
+    return [p for p, _ in pytree.tree_flatten_with_path(combined)[0]]
+
+
+def _forward_arg_names(signature, args, kwargs) -> list[str]:
+    names: list[str] = []
+    if signature is not None:
+        for name, value in signature.bind_partial(*args).arguments.items():
+            if signature.parameters[name].kind == inspect.Parameter.VAR_POSITIONAL:
+                names.extend(f"{name}_{i}" for i in range(len(value)))
+            else:
+                names.append(name)
+    else:
+        names.extend(f"args_{i}" for i in range(len(args)))
+    names.extend(kwargs)
+    return names

@@ -1,0 +1,128 @@
+"""Explain a failure inside the model's forward: category, the user's source line, next step."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import os
+import traceback
+
+import torch
+import torch.utils._pytree as pytree
+
+from .._errors import Category, TraceError
+from .._torch_internals import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    GuardOnDataDependentSymNode,
+    UnsupportedOperatorException,
+)
+from .preserve import module_preserved, state_bytes, state_values_restored
+
+__all__ = ["eager_failure", "explain", "is_library_frame", "user_location"]
+
+
+def _package_dir(name: str) -> str:
+    # exporter.passes and exporter.verifier live outside exporter/ in a source checkout.
+    spec = importlib.util.find_spec(name)
+    return os.path.dirname(os.path.abspath(spec.origin)) + os.sep
+
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_OWN_DIRS = tuple(_package_dir(name) for name in ("exporter", "exporter.passes", "exporter.verifier"))
+_STDLIB_DIR = os.path.dirname(os.path.abspath(contextlib.__file__)) + os.sep
+
+
+@functools.lru_cache(maxsize=4096)
+def is_library_frame(filename: str) -> bool:
+    """Whether ``filename`` belongs to torch, exporter or the standard library (not user code)."""
+    if filename.startswith("<"):
+        return True
+    filename = os.path.abspath(filename)
+    if filename.startswith(_TORCH_DIR) or filename.startswith(_OWN_DIRS):
+        return True
+    return filename.startswith(_STDLIB_DIR) and "site-packages" not in filename
+
+
+def _user_frame(exc: BaseException) -> traceback.FrameSummary | None:
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if not is_library_frame(frame.filename):
+            return frame
+    return None
+
+
+def user_location(exc: BaseException) -> str | None:
+    """``file:line`` of the innermost traceback frame outside torch, exporter and the stdlib."""
+    frame = _user_frame(exc)
+    return f"{frame.filename}:{frame.lineno}" if frame else None
+
+
+def explain(e: Exception) -> TraceError:
+    """A TraceError saying what kind of failure ``e`` is, where in the user's code, and what to do."""
+    frame = _user_frame(e)
+    where = f"{frame.filename}:{frame.lineno}" if frame else None
+    code = f" (`{frame.line}`)" if frame and frame.line else ""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if isinstance(e, GuardOnDataDependentSymNode) or isinstance(e, DataDependentOutputException):
+        return TraceError(
+            f"forward() needs the value of a tensor to decide what to do{code}, but export "
+            f"traces with shapes only, not values [torch: {text}]",
+            category=Category.DATA_DEPENDENT_CONTROL_FLOW,
+            location=where,
+            hint="branch with torch.cond(pred, true_fn, false_fn, operands), compute without the "
+            "branch (torch.where), or state what holds with torch._check(...)",
+        )
+    if isinstance(e, DynamicOutputShapeException):
+        return TraceError(
+            f"operator {e.func} has an output shape that depends on tensor data{code}",
+            category=Category.DATA_DEPENDENT_OUTPUT_SHAPE,
+            location=where,
+            hint="declare the size with torch._check_is_size / torch._check on the result",
+        )
+    if isinstance(e, UnsupportedOperatorException):
+        return TraceError(
+            f"operator {e.func} has no fake-tensor (meta) implementation, so it cannot be traced{code}",
+            category=Category.UNSUPPORTED_OPERATOR,
+            location=where,
+            hint="register one with torch.library.register_fake, or replace the call",
+        )
+    lowered = text.lower()
+    if isinstance(e, (NotImplementedError, RuntimeError)) and (
+        "fake impl" in lowered or "meta tensor" in lowered or "fake tensor" in lowered and "kernel" in lowered
+    ):
+        return TraceError(
+            f"an operator cannot run on fake tensors{code}: {text}",
+            category=Category.UNSUPPORTED_OPERATOR,
+            location=where,
+            hint="register a fake kernel with torch.library.register_fake, or replace the call",
+        )
+    return TraceError(
+        f"the model raised {type(e).__name__} while running on fake tensors{code}: {text}",
+        category=Category.MODEL_ERROR,
+        location=where,
+        hint="run the model eagerly on the same inputs; if that works, the failing line "
+        "probably needs real tensor values (.item(), .tolist(), .numpy(), printing a tensor)",
+    )
+
+
+# Restoring the model after an eager run needs a copy of its state; above this size the
+# eager check is skipped rather than risk running out of memory.
+_EAGER_CHECK_MAX_BYTES = 1 << 30
+
+
+def eager_failure(model: torch.nn.Module, args, kwargs) -> tuple[bool, BaseException | None]:
+    """Run ``model`` eagerly on copies of the inputs, without grad: (whether it ran, what it raised).
+
+    The model's parameters and buffers are copied and put back (values and storage), so it
+    ends as it started.  Models whose state exceeds 1 GiB are not run: ``(False, None)``.
+    """
+    if state_bytes(model) > _EAGER_CHECK_MAX_BYTES:
+        return False, None
+    args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), (args, kwargs))
+    try:
+        with state_values_restored(model), module_preserved(model), torch.no_grad():
+            model(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - any failure is the answer
+        return True, e
+    return True, None

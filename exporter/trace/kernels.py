@@ -1,0 +1,186 @@
+"""Replacement kernels that make a trace record the op set torch.export's IR has.
+
+**Functional composites kept whole.** Below autograd, ATen expands CompositeImplicitAutograd
+ops into their parts (``linear`` becomes ``t`` + ``addmm``, ``scaled_dot_product_attention``
+a backend-specific fused kernel).  torch.export keeps the functional ones whole in its ATen
+IR, because backends pattern-match on them, and so do we.  With the kernel table from
+``composite_kernels`` installed, such an op:
+
+* passes autograd without being expanded (it is redispatched below autograd);
+* reports "no decomposition" at the composite key, so the functionalizing and proxy
+  modes record it as a single node;
+* still computes real and fake results with its original composite kernel, so eager
+  execution and shape propagation are unchanged.
+
+Only ops whose schema says they neither mutate nor alias are kept: functionalization must
+know statically what an op writes and aliases.  Ops tagged ``maybe_aliasing_or_mutating``
+(``reshape``, ``contiguous``, ...) are always expanded.
+
+**Conversions checked.** ``checked_conversion`` records, for every ``Tensor.to``-style
+conversion, the ``aten._assert_tensor_metadata`` check torch.export's IR carries for it.
+
+Nothing here changes global state; ``patches`` installs these kernels for a trace.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from .._torch_internals import (
+    COMPOSITE_KEY,
+    DispatchKey,
+    FunctionalTensor,
+    OpOverload,
+    below_autograd,
+    call_at_key,
+    composite_registrations,
+    has_composite_kernel,
+    should_decompose_because_unsafe,
+)
+
+__all__ = [
+    "AUTOGRAD_KEYS",
+    "CONVERSIONS",
+    "KERNEL_KEYS",
+    "checked_conversion",
+    "composite_kernels",
+    "forget_composite_kernels",
+    "functional_composite_ops",
+]
+
+# Autograd keys a composite op would otherwise expand at, and backend keys whose kernels
+# must keep running the original composite (constant folding, real execution).
+AUTOGRAD_KEYS = tuple(
+    getattr(DispatchKey, name)
+    for name in (
+        "AutogradCPU", "AutogradCUDA", "AutogradMeta", "AutogradXLA", "AutogradLazy",
+        "AutogradIPU", "AutogradXPU", "AutogradMPS", "AutogradHPU",
+        "AutogradPrivateUse1", "AutogradPrivateUse2", "AutogradPrivateUse3",
+    )
+)
+_BACKEND_KEYS = tuple(
+    getattr(DispatchKey, name)
+    for name in ("CPU", "CUDA", "Meta", "XLA", "Lazy", "IPU", "XPU", "MPS", "HPU")
+)
+KERNEL_KEYS = frozenset((*AUTOGRAD_KEYS, *_BACKEND_KEYS, COMPOSITE_KEY))
+"""Every key ``composite_kernels`` sets in a table."""
+
+
+def _is_functional_composite(op: OpOverload) -> bool:
+    if should_decompose_because_unsafe(op) or op in FunctionalTensor.metadata_fns:
+        return False
+    schema = op._schema
+    if schema.is_mutable or any(arg.alias_info is not None for arg in schema.arguments):
+        return False
+    return has_composite_kernel(op) or COMPOSITE_KEY in op.py_kernels
+
+
+@functools.cache
+def _functional_composites_of(registrations: tuple[str, ...]) -> tuple[OpOverload, ...]:
+    ops = []
+    for qualname in registrations:
+        namespace, _, name = qualname.partition("::")
+        if namespace in ("prim", "prims") or not hasattr(torch.ops, namespace):
+            continue
+        packet = getattr(getattr(torch.ops, namespace), name.partition(".")[0], None)
+        op = getattr(packet, name.partition(".")[2] or "default", None) if packet is not None else None
+        if isinstance(op, OpOverload) and _is_functional_composite(op):
+            ops.append(op)
+    return tuple(ops)
+
+
+def functional_composite_ops() -> tuple[OpOverload, ...]:
+    """Every functional composite op to keep whole, ATen's and custom namespaces'.
+
+    Recomputed only when the set of registered composite kernels changes (libraries
+    register custom ops after import).
+    """
+    return _functional_composites_of(composite_registrations())
+
+
+def _not_expanded(*args, **kwargs):
+    return NotImplemented
+
+
+def _original_composite(op: OpOverload):
+    kernel = op.py_kernels.get(COMPOSITE_KEY)
+    if kernel is not None and not isinstance(kernel, DispatchKey):
+        return kernel
+    return call_at_key(op, COMPOSITE_KEY)
+
+
+def _redispatched_below_autograd(op: OpOverload):
+    # The exported graph is inference-only, so no autograd node is attached: this keeps
+    # the trace free of the detach chains an error-on-backward node would add.
+    def kernel(*args, **kwargs):
+        with below_autograd():
+            return op(*args, **kwargs)
+
+    return kernel
+
+
+def _fake_rule(original):
+    def rule(fake_mode, func, *args, **kwargs):
+        with fake_mode:
+            return original(*args, **kwargs)
+
+    return rule
+
+
+# op -> (the py_kernels dict the table was built from, a copy of it, the table, the fake
+# rule).  Swapping in a prepared dict costs one attribute store per op; editing hundreds
+# of kernel tables key by key on every export was a noticeable share of the time.
+_TABLES: dict[OpOverload, tuple[dict, dict, dict, object]] = {}
+
+
+def composite_kernels(op: OpOverload) -> tuple[dict, object]:
+    """The ``py_kernels`` table that keeps ``op`` whole, and its fake-tensor rule.
+
+    Built from the op's current table (kernels others registered are kept) and cached
+    until that table changes.
+    """
+    current = op.py_kernels
+    cached = _TABLES.get(op)
+    if cached is None or cached[0] is not current or cached[1] != current:
+        original = _original_composite(op)
+        passthrough = _redispatched_below_autograd(op)
+        table = dict.fromkeys(AUTOGRAD_KEYS, passthrough)
+        table.update(dict.fromkeys(_BACKEND_KEYS, original))
+        table.update(current)
+        table[COMPOSITE_KEY] = _not_expanded
+        cached = _TABLES[op] = (current, dict(current), table, _fake_rule(original))
+    return cached[2], cached[3]
+
+
+def forget_composite_kernels(op: OpOverload) -> None:
+    """Drop the cached table of ``op`` (someone registered a kernel into it while installed)."""
+    _TABLES.pop(op, None)
+
+
+CONVERSIONS = (
+    torch.ops.aten.to.dtype,
+    torch.ops.aten.to.device,
+    torch.ops.aten.to.dtype_layout,
+    torch.ops.aten.to.other,
+)
+"""The ``aten.to`` overloads every conversion spelling reaches."""
+
+
+def checked_conversion(op: OpOverload):
+    """A kernel for conversion ``op`` that first records ``aten._assert_tensor_metadata``.
+
+    torch.export guards every conversion with that check, whichever way it is spelled
+    (``x.to(...)``, ``x.float()``, ``x.type(torch.float32)``): a no-op conversion leaves
+    no other trace in the graph, and the check keeps the program honest about the input
+    dtype it assumed.
+    """
+
+    def kernel(tensor, *args, **kwargs):
+        torch.ops.aten._assert_tensor_metadata.default(
+            tensor, dtype=tensor.dtype, device=tensor.device, layout=tensor.layout
+        )
+        return op.decompose(tensor, *args, **kwargs)
+
+    return kernel

@@ -1,0 +1,215 @@
+"""Every process-wide change a trace makes, entered through one context manager.
+
+Tracing needs torch and Python to behave differently in a few global places.  All of
+them are listed here, each naming what it changes and the torch function whose
+behaviour it mirrors, and ``tracing_patches`` applies them together, for static and
+dynamic traces alike, under ``EXPORT_LOCK`` (exports in one process run one at a time),
+undoing them in reverse order on every path out, also after an error.
+
+=====================================  ================================================
+patch                                  mirrors
+=====================================  ================================================
+``torch.compiler`` compiling and       ``torch.export``'s ``_compiling_state_context``:
+exporting flags set                    libraries take their export-friendly code paths
+mkldnn and nnpack off                  torch.export's tracing, which routes convolutions
+                                       to portable kernels
+grad mode restored on exit             ``torch.no_grad``/``enable_grad`` left by forward
+the Python dispatcher on               ``torch._dispatch.python.enable_python_dispatcher``
+functional composites kept whole       torch.export's ``_override_composite_implicit_decomp``
+(``py_kernels`` and fake rules)
+``aten.to`` checked, and               torch.export's ``_assert_tensor_metadata`` nodes;
+``FunctionalTensor.to`` unchecked      ``FunctionalTensor.to`` emits them for some spellings
+                                       only, so ours emits them for all
+stack traces recorded cheaply          ``_ModuleStackTracer.create_node`` and
+(``create_node``, fx config flag)      ``torch.fx.config.do_not_emit_stack_traces``
+lazy graph modules                     ``torch.fx._lazy_graph_module._use_lazy_graph_module``
+``builtins.max``/``min``,              ``torch._export.non_strict_utils._override_builtin_ops``
+``math.pow``
+indexing with sizes, ``torch.tensor``  ``_NonStrictTorchFunctionHandler`` (a thread-local
+of sizes                               TorchFunctionMode, entered here for the same scope)
+=====================================  ================================================
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import math
+import sys
+import threading
+from collections.abc import Callable, Iterator
+
+import torch
+
+from .._torch_internals import (
+    FunctionalTensor,
+    OpOverload,
+    clear_dispatch_cache,
+    compiler_flags,
+    enable_python_dispatcher,
+    fake_impls,
+    module_stack_tracer,
+    set_compiler_flags,
+    use_lazy_graph_module,
+)
+from .kernels import (
+    AUTOGRAD_KEYS,
+    CONVERSIONS,
+    KERNEL_KEYS,
+    checked_conversion,
+    composite_kernels,
+    forget_composite_kernels,
+    functional_composite_ops,
+)
+from .python_ops import SymbolicIndexing, builtin_max, builtin_min, power
+from .stacks import user_stack_trace
+
+__all__ = ["EXPORT_LOCK", "NodeHook", "tracing_patches"]
+
+EXPORT_LOCK = threading.RLock()
+"""Held for the whole of every trace: the patches below are process-wide."""
+
+NodeHook = Callable[[torch.fx.Node], None]
+"""Called with every node the tracer creates, after its metadata is set."""
+
+
+@contextlib.contextmanager
+def tracing_patches(on_node: NodeHook | None = None) -> Iterator[None]:
+    """Within the block, torch and Python behave as a torch.export trace needs (see module doc).
+
+    ``on_node`` sees each node as the tracer creates it, and may raise to stop the trace.
+    """
+    with EXPORT_LOCK, contextlib.ExitStack() as stack:
+        stack.enter_context(_compiler_flags())
+        stack.enter_context(_portable_kernels())
+        stack.enter_context(_grad_mode_restored())
+        stack.enter_context(enable_python_dispatcher())
+        stack.enter_context(_composites_kept_whole())
+        stack.enter_context(_conversions_checked())
+        stack.enter_context(_node_recording(on_node))
+        stack.enter_context(use_lazy_graph_module(True))
+        stack.enter_context(_python_builtins())
+        stack.enter_context(SymbolicIndexing())
+        yield
+
+
+@contextlib.contextmanager
+def _compiler_flags() -> Iterator[None]:
+    saved = compiler_flags()
+    set_compiler_flags(True, True)
+    try:
+        yield
+    finally:
+        set_compiler_flags(*saved)
+
+
+@contextlib.contextmanager
+def _portable_kernels() -> Iterator[None]:
+    saved_mkldnn = torch.backends.mkldnn.set_flags(False)
+    saved_nnpack = torch.backends.nnpack.set_flags(False)
+    try:
+        yield
+    finally:
+        torch.backends.mkldnn.set_flags(*saved_mkldnn)
+        torch.backends.nnpack.set_flags(*saved_nnpack)
+
+
+@contextlib.contextmanager
+def _grad_mode_restored() -> Iterator[None]:
+    enabled = torch.is_grad_enabled()
+    try:
+        yield
+    finally:
+        torch.set_grad_enabled(enabled)
+
+
+@contextlib.contextmanager
+def _composites_kept_whole() -> Iterator[None]:
+    undo: list[tuple[OpOverload, dict, dict, int]] = []
+    fake_rules = fake_impls.op_implementations_dict
+    added_rules: list[OpOverload] = []
+    try:
+        for op in functional_composite_ops():
+            saved = op.py_kernels
+            table, rule = composite_kernels(op)
+            undo.append((op, saved, table, len(table)))
+            op.py_kernels = table
+            if op not in fake_rules:
+                fake_rules[op] = rule
+                added_rules.append(op)
+            clear_dispatch_cache(op)
+        yield
+    finally:
+        for op, saved, table, size in undo:
+            if len(table) != size:
+                # Something registered a kernel while ours was installed: keep it.
+                for key, kernel in list(table.items()):
+                    if key not in KERNEL_KEYS and key not in saved:
+                        saved[key] = kernel
+                forget_composite_kernels(op)
+            op.py_kernels = saved
+            clear_dispatch_cache(op)
+        for op in added_rules:
+            fake_rules.pop(op, None)
+
+
+def _to_unchecked(self, *args, **kwargs):
+    return torch.Tensor.to(self, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def _conversions_checked() -> Iterator[None]:
+    saved = {op: dict(op.py_kernels) for op in CONVERSIONS}
+    saved_to = FunctionalTensor.to
+    try:
+        for op in CONVERSIONS:
+            kernel = checked_conversion(op)
+            for key in AUTOGRAD_KEYS:
+                op.py_kernels[key] = kernel
+            clear_dispatch_cache(op)
+        FunctionalTensor.to = _to_unchecked
+        yield
+    finally:
+        FunctionalTensor.to = saved_to
+        for op, kernels in saved.items():
+            op.py_kernels.clear()
+            op.py_kernels.update(kernels)
+            clear_dispatch_cache(op)
+
+
+@contextlib.contextmanager
+def _node_recording(on_node: NodeHook | None) -> Iterator[None]:
+    """Every node gets a cheap stack trace (make_fx's own capture, far costlier, is off),
+    then goes to ``on_node``."""
+    tracer_cls = module_stack_tracer()
+    original = tracer_cls.create_node
+    saved_flag = torch.fx.config.do_not_emit_stack_traces
+
+    def create_node(self, *args, **kwargs):
+        node = original(self, *args, **kwargs)
+        if node.op not in ("placeholder", "output") and not node.stack_trace:
+            trace = user_stack_trace(sys._getframe(1))
+            if trace:
+                node.stack_trace = trace
+        if on_node is not None:
+            on_node(node)
+        return node
+
+    # Tracers read the flag when they are created.
+    torch.fx.config.do_not_emit_stack_traces = True
+    tracer_cls.create_node = create_node
+    try:
+        yield
+    finally:
+        tracer_cls.create_node = original
+        torch.fx.config.do_not_emit_stack_traces = saved_flag
+
+
+@contextlib.contextmanager
+def _python_builtins() -> Iterator[None]:
+    saved = builtins.max, builtins.min, math.pow
+    builtins.max, builtins.min, math.pow = builtin_max(saved[0]), builtin_min(saved[1]), power(saved[2])
+    try:
+        yield
+    finally:
+        builtins.max, builtins.min, math.pow = saved

@@ -1,0 +1,136 @@
+"""Python-level operations rewritten as torch calls that keep symbolic values symbolic.
+
+Plain Python would compare or read a size's value in a few places, adding a guard that
+fixes or narrows it, where torch.export keeps the size symbolic:
+
+* ``max(n, 4)`` / ``min(...)`` on sizes compare them: here they are ``torch.sym_max`` /
+  ``torch.sym_min``, and on tensors ``torch.maximum`` / ``torch.minimum`` / ``clamp``;
+* ``math.pow`` converts a symbolic number to a float: here it computes ``float(x) ** y``
+  symbolically;
+* indexing a tensor with a symbolic int (``x[:, t // 2]``, ``x[:n]``) goes through code that
+  guards on its value: here it is the equivalent ``select`` / ``slice`` / ``unsqueeze``;
+* ``torch.tensor([n])`` reads the example value of ``n``: here it records the size.
+
+``patches.tracing_patches`` installs these for every trace, static or dynamic, so a model
+means the same Python with and without ``dynamic_shapes``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from .._torch_internals import symbolic_tensor
+
+__all__ = ["SymbolicIndexing", "builtin_max", "builtin_min", "power"]
+
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _min_max(*args, real, tensor_op, sym_op, clamp_key, **kwargs):
+    if len(args) == 1 and not kwargs and not isinstance(args[0], torch.Tensor):
+        items = list(args[0])
+        if not items:
+            return real(*args, **kwargs)
+        return functools.reduce(
+            lambda a, b: _min_max(a, b, real=real, tensor_op=tensor_op, sym_op=sym_op, clamp_key=clamp_key), items
+        )
+    if len(args) != 2 or kwargs:
+        return real(*args, **kwargs)
+    a, b = args
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return tensor_op(a, b)
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        tensor, other = (a, b) if isinstance(a, torch.Tensor) else (b, a)
+        if isinstance(other, (int, float)):
+            return torch.clamp(tensor, **{clamp_key: other})
+        return real(a, b)
+    if isinstance(a, _SYMBOLIC) or isinstance(b, _SYMBOLIC):
+        return sym_op(a, b)
+    return real(a, b)
+
+
+def _is_symbolic_index(item: Any) -> bool:
+    if isinstance(item, torch.SymInt):
+        return True
+    if isinstance(item, slice):
+        return any(isinstance(v, torch.SymInt) for v in (item.start, item.stop, item.step))
+    return False
+
+
+def _index_steps(t: torch.Tensor, items: list[Any]):
+    """select / slice / unsqueeze calls equivalent to ``t[items]``, or None if not plain."""
+    if any(i is Ellipsis for i in items):
+        at = items.index(Ellipsis)
+        fill = t.dim() - sum(1 for i in items if i is not None and i is not Ellipsis)
+        items = items[:at] + [slice(None)] * fill + items[at + 1 :]
+    steps, dim = [], 0
+    for item in items:
+        if item is None:
+            steps.append((torch.unsqueeze, (dim,)))
+            dim += 1
+        elif isinstance(item, (int, torch.SymInt)) and not isinstance(item, bool):
+            steps.append((torch.select, (dim, item)))
+        elif isinstance(item, slice):
+            if item.start is None and item.stop is None and item.step in (None, 1):
+                dim += 1
+                continue
+            steps.append(
+                (lambda x, d, a, b, c: torch.ops.aten.slice(x, d, a, b, c), (dim, item.start, item.stop, item.step or 1))
+            )
+            dim += 1
+        else:
+            return None
+    return steps
+
+
+class SymbolicIndexing(TorchFunctionMode):
+    """Indexing with a size, and ``torch.tensor`` of sizes, recorded without reading the size."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.Tensor.__getitem__ and len(args) == 2 and isinstance(args[0], torch.Tensor):
+            items = list(args[1]) if isinstance(args[1], tuple) else [args[1]]
+            if any(_is_symbolic_index(i) for i in items):
+                steps = _index_steps(args[0], items)
+                if steps is not None:
+                    out = args[0]
+                    for op, op_args in steps:
+                        out = op(out, *op_args)
+                    return out
+        if func is torch.tensor and args and any(isinstance(v, _SYMBOLIC) for v in _leaves(args[0])):
+            return symbolic_tensor(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
+def _leaves(value: Any):
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _leaves(v)
+    else:
+        yield value
+
+
+def builtin_max(real):
+    """``max`` that keeps tensors and sizes symbolic, falling back to ``real`` otherwise."""
+    return functools.partial(_min_max, real=real, tensor_op=torch.maximum, sym_op=torch.sym_max, clamp_key="min")
+
+
+def builtin_min(real):
+    """``min`` that keeps tensors and sizes symbolic, falling back to ``real`` otherwise."""
+    return functools.partial(_min_max, real=real, tensor_op=torch.minimum, sym_op=torch.sym_min, clamp_key="max")
+
+
+def power(real):
+    """``math.pow`` that computes with symbolic numbers instead of reading their values;
+    on plain numbers it is ``real``, so the result is the same float eager Python gives."""
+
+    def pow_(x, y):
+        if isinstance(x, _SYMBOLIC) or isinstance(y, _SYMBOLIC):
+            return torch.sym_float(x) ** y
+        return real(x, y)
+
+    return pow_

@@ -1,0 +1,81 @@
+"""Stack traces for graph nodes, recorded cheaply.
+
+make_fx captures a full native+Python traceback for every node, formats every frame and
+then keeps only the user's ``forward`` frames; on small models that is a fifth of the
+export time.  This walks the live Python frames instead and formats only the frames it
+keeps, producing the same text (``File "...", line N, in forward`` plus the source line,
+outermost first, repeats folded as the traceback module folds them).
+"""
+
+from __future__ import annotations
+
+import functools
+import linecache
+from types import FrameType
+
+from .._torch_internals import stack_trace_anchors, uninteresting_files
+
+__all__ = ["user_stack_trace"]
+
+_REPEAT_CUTOFF = 3  # as traceback.StackSummary.format
+
+
+def _kept(code, skip: set[str], anchors) -> bool:
+    if code.co_filename in skip:
+        return False
+    return code.co_name == "forward" or (code.co_filename, code.co_name) in anchors
+
+
+# code object -> whether its frames belong in a stack trace; a trace walks ~50 frames
+# per node, nearly all the same tracer frames every time.  Generated code (graph modules)
+# brings new code objects, so the table is emptied when it grows large.
+_KEEP: dict = {}
+_KEEP_LIMIT = 100_000
+_anchors_seen = 0
+
+
+def user_stack_trace(frame: FrameType | None) -> str | None:
+    """The ``forward`` frames above ``frame``, formatted like ``traceback.format_list``."""
+    global _anchors_seen
+    anchors = stack_trace_anchors()
+    if len(anchors) != _anchors_seen or len(_KEEP) > _KEEP_LIMIT:
+        _KEEP.clear()
+        _anchors_seen = len(anchors)
+    kept = []
+    while frame is not None:
+        code = frame.f_code
+        keep = _KEEP.get(code)
+        if keep is None:
+            keep = _KEEP[code] = _kept(code, uninteresting_files(), anchors)
+        if keep:
+            kept.append((code.co_filename, frame.f_lineno, code.co_name))
+        frame = frame.f_back
+    return _format(tuple(kept)) if kept else None
+
+
+# Many nodes share a stack (every op on one source line), so each is formatted once.
+@functools.lru_cache(maxsize=8192)
+def _format(innermost_first: tuple[tuple[str, int, str], ...]) -> str:
+    kept = innermost_first[::-1]
+    lines: list[str] = []
+    previous, count = None, 0
+    for entry in kept:
+        if entry != previous:
+            if count > _REPEAT_CUTOFF:
+                _fold(lines, count - _REPEAT_CUTOFF)
+            previous, count = entry, 0
+        count += 1
+        if count > _REPEAT_CUTOFF:
+            continue
+        filename, lineno, name = entry
+        lines.append(f'  File "{filename}", line {lineno}, in {name}\n')
+        source = linecache.getline(filename, lineno).strip()
+        if source:
+            lines.append(f"    {source}\n")
+    if count > _REPEAT_CUTOFF:
+        _fold(lines, count - _REPEAT_CUTOFF)
+    return "".join(lines).strip()
+
+
+def _fold(lines: list[str], extra: int) -> None:
+    lines.append(f"  [Previous line repeated {extra} more time{'s' if extra > 1 else ''}]\n")

@@ -1,0 +1,190 @@
+"""The fake tensor world a trace runs in: one FakeTensorMode with a ShapeEnv, fake state,
+and fake user inputs whose declared-dynamic dimensions are fresh symbols.
+
+Symbols are named as torch.export names them (from the input's source, ``L['x'].size()[1]``)
+and carry the declared range; the equalities the spec declares (shared and derived Dims)
+are handed to the ShapeEnv when guards are produced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from typing import Any
+
+import attrs
+import torch
+
+from .._dims import DimKind, DimRequest, DynamicPlan
+from .._state import TrackedInput
+from .._torch_internals import (
+    ConstantSource,
+    DimDynamic,
+    EqualityConstraint,
+    FakeTensorMode,
+    GuardSource,
+    RelaxedUnspecConstraint,
+    ShapeEnv,
+    Source,
+    StatelessSymbolicContext,
+    StrictMinMaxConstraint,
+    TensorProperty,
+    TensorPropertySource,
+    ValueRanges,
+)
+from ..inputs.bind import BoundInputs, key_values
+from .explain import is_library_frame
+
+__all__ = ["FakeInputs", "InputSource", "fake_inputs", "new_fake_mode", "source_name"]
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSource(Source):
+    """Where a fake input comes from, named the way torch.export names it (``L['x'][0]``):
+    the ShapeEnv derives symbol names from these, so ours match the oracle's."""
+
+    text: str
+
+    @property
+    def _name_template(self) -> str:
+        return self.text
+
+    @functools.cached_property
+    def guard_source(self) -> GuardSource:
+        return GuardSource.LOCAL
+
+
+def source_name(keys: tuple[Any, ...]) -> str:
+    """torch.export's source name for an input at forward()-rooted ``keys``: ``L['x']``,
+    ``L['x'][0]``, ``L['x']['a']``."""
+    return f"L[{keys[0]!r}]" + "".join(f"[{k!r}]" for k in keys[1:])
+
+
+class _ShapeEnv(ShapeEnv):
+    """A ShapeEnv that attributes guards to the user's own source line.
+
+    The stock one blames the innermost frame outside a few shape-handling files, which is
+    often a torch decomposition or meta kernel; constraint errors should point at the
+    model's line that needed the guard.
+    """
+
+    def _get_user_frame(self):
+        frame = inspect.currentframe()
+        while frame is not None and is_library_frame(frame.f_code.co_filename):
+            frame = frame.f_back
+        return frame
+
+
+def new_fake_mode(root: torch.nn.Module) -> FakeTensorMode:
+    """A FakeTensorMode for exporting ``root``, with a ShapeEnv that records guards."""
+    code = getattr(type(root).forward, "__code__", None)
+    co_fields = (
+        {"co_name": code.co_name, "co_filename": code.co_filename, "co_firstlineno": code.co_firstlineno}
+        if code is not None
+        else {}
+    )
+    shape_env = _ShapeEnv(tracked_fakes=[], co_fields=co_fields, trace_asserts=True)
+    return FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True, export=True)
+
+
+def _symbolic_context(requests: dict[int, DimRequest], tensor: torch.Tensor) -> StatelessSymbolicContext:
+    """Dynamic dims get fresh symbols with their declared ranges; all else is static."""
+    dynamic_sizes, constraints = [], []
+    for i in range(tensor.dim()):
+        request = requests.get(i)
+        if request is None or not request.is_dynamic:
+            dynamic_sizes.append(DimDynamic.STATIC)
+            constraints.append(None)
+            continue
+        dynamic_sizes.append(DimDynamic.DYNAMIC)
+        if request.kind.is_dim:
+            vr = ValueRanges(lower=request.min, upper=request.max)
+            constraints.append(StrictMinMaxConstraint(vr=vr, warn_only=False))
+        elif request.kind is DimKind.DYNAMIC:
+            constraints.append(RelaxedUnspecConstraint(warn_only=False))
+        else:
+            constraints.append(None)
+    return StatelessSymbolicContext(dynamic_sizes=dynamic_sizes, constraint_sizes=constraints)
+
+
+def _declared_equalities(
+    plan: DynamicPlan, shape_env: ShapeEnv, size_sources: dict[tuple[int, int], Source], example_sizes
+) -> EqualityConstraint:
+    """The equalities the spec declares: dims sharing a Dim, and derived dims to their roots."""
+    by_name: dict[str, list[Source]] = {}
+    derived: list[tuple[int, int, DimRequest]] = []
+    relaxed = set()
+    for leaf, i, request in plan.dims():
+        source = size_sources[(leaf, i)]
+        if request.kind is DimKind.NAMED:
+            by_name.setdefault(request.name, []).append(source)
+        elif request.kind is DimKind.DERIVED:
+            derived.append((leaf, i, request))
+        elif request.kind in (DimKind.AUTO, DimKind.DYNAMIC):
+            relaxed.add(source)
+    pairs = [(sources[0], other) for sources in by_name.values() for other in sources[1:]]
+    phantoms: dict[str, Any] = {}
+    derived_equalities = []
+    for leaf, i, request in derived:
+        if request.root in by_name:
+            root: Any = by_name[request.root][0]
+        else:
+            if request.root not in phantoms:
+                dim = plan.roots[request.root]
+                phantoms[request.root] = shape_env.create_symbol(
+                    val=request.root_value(example_sizes[(leaf, i)]),
+                    # A constant source: the root is no input, so no input guard may name it.
+                    source=ConstantSource(request.root),
+                    dynamic_dim=DimDynamic.DYNAMIC,
+                    constraint_dim=StrictMinMaxConstraint(vr=ValueRanges(lower=dim.min, upper=dim.max), warn_only=False),
+                )
+            root = phantoms[request.root]
+        derived_equalities.append((size_sources[(leaf, i)], root, request.fn))
+    return EqualityConstraint(
+        source_pairs=pairs,
+        derived_equalities=derived_equalities,
+        phantom_symbols=list(phantoms.values()),
+        relaxed_sources=relaxed,
+        warn_only=False,
+    )
+
+
+@attrs.frozen
+class FakeInputs:
+    inputs: list[Any]
+    """Fake state then fake user inputs, in the traced function's argument order."""
+    tracked: list[TrackedInput]
+    """The user tensors made with symbolic sizes (empty for a static export)."""
+    equalities: EqualityConstraint | None = None
+
+
+def fake_inputs(fake_mode: FakeTensorMode, state_values: list[Any], bound: BoundInputs, plan: DynamicPlan | None) -> FakeInputs:
+    """Fake parameters and buffers (static; a tensor reached twice, as tied weights are, gets
+    one fake) and user inputs (symbolic where ``plan`` makes a dimension dynamic)."""
+    memo: dict[int, Any] = {}
+    fakes = []
+    for value in state_values:
+        if id(value) not in memo:
+            memo[id(value)] = fake_mode.from_tensor(value, static_shapes=True)
+        fakes.append(memo[id(value)])
+    if plan is None:
+        fakes += [fake_mode.from_tensor(v, static_shapes=True) if isinstance(v, torch.Tensor) else v for v in bound.flat]
+        return FakeInputs(fakes, [])
+    tracked = []
+    size_sources: dict[tuple[int, int], Source] = {}
+    example_sizes: dict[tuple[int, int], int] = {}
+    for i, (path, value) in enumerate(zip(bound.paths, bound.flat)):
+        if not isinstance(value, torch.Tensor):
+            fakes.append(value)
+            continue
+        source = InputSource(source_name(key_values(path)))
+        context = _symbolic_context(plan.requests.get(i, {}), value)
+        fake = fake_mode.from_tensor(value, source=source, symbolic_context=context)
+        fakes.append(fake)
+        tracked.append(TrackedInput(i, fake, source, context))
+        for d, size in enumerate(value.shape):
+            size_sources[(i, d)] = TensorPropertySource(source, TensorProperty.SIZE, d)
+            example_sizes[(i, d)] = int(size)
+    equalities = _declared_equalities(plan, fake_mode.shape_env, size_sources, example_sizes)
+    return FakeInputs(fakes, tracked, equalities)

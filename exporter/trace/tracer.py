@@ -1,0 +1,333 @@
+"""Run the real module under fake tensors and record functional, post-autograd ATen.
+
+One trace does it all (two when a first, unfunctionalized try meets a write; see ``trace``):
+
+* one ``FakeTensorMode`` (with a ``ShapeEnv``) makes fake parameters, buffers and inputs;
+* the module's parameters and buffers are swapped for the fakes by a reparametrization
+  context that keeps tied weights tied, then swapped back;
+* ``make_fx`` (below autograd, recording the module stack) sees every ATen op through a
+  ``FunctionalTensorMode``, so in-place and out= ops come out functional and views stay views;
+* after forward returns, each input is synced: a parameter, buffer or user input whose
+  data changed becomes an extra graph output, ahead of the user outputs.
+
+The result is an ``ExportState`` whose graph still has make_fx's placeholder names and
+``_tensor_constant`` attributes; the passes turn it into export IR.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import attrs
+import torch
+import torch.utils._pytree as pytree
+
+from .._dims import DynamicPlan
+from .._errors import Category, ExportError, TraceError
+from .._ir import graph_modules
+from .._state import ExportState
+from .._torch_internals import (
+    FakeTensorMode,
+    FunctionalTensor,
+    OpOverload,
+    TracingContext,
+    effect_tokens,
+    functional_mode,
+    functional_state,
+    has_effects,
+    record_module_calls,
+    reparametrize_module,
+    tracing,
+    unwrap_functional,
+)
+from ..inputs.bind import BoundInputs
+from .explain import explain
+from .patches import tracing_patches
+from .preserve import module_preserved
+from .signature import constant_attribute_fqns, input_specs, non_persistent_buffer_names, output_specs
+from .symbols import FakeInputs, fake_inputs, new_fake_mode
+
+__all__ = ["trace"]
+
+log = logging.getLogger(__name__)
+
+
+@attrs.define
+class _Recorded:
+    """What the traced function learns while it runs, read back after make_fx returns."""
+
+    out_spec: pytree.TreeSpec | None = None
+    mutated: list[int] = attrs.field(factory=list)
+    """Flat input indices (state first, then user leaves) whose data changed, in input order."""
+
+
+def _from_functional(value: Any) -> Any:
+    return unwrap_functional(value) if isinstance(value, FunctionalTensor) else value
+
+
+def _layout_changed(functional: FunctionalTensor, original: torch.Tensor, storage_changed: bool, metadata_mutated: bool) -> bool:
+    """Whether an input was resized, restrided or given new storage in place."""
+    if storage_changed:
+        return True
+    if not metadata_mutated:
+        return False
+    after = unwrap_functional(functional)
+    return (after.shape, after.stride(), after.storage_offset()) != (
+        original.shape,
+        original.stride(),
+        original.storage_offset(),
+    )
+
+
+_ROOT_ATTR = "_export_root"
+
+
+class _Holder(torch.nn.Module):
+    """Holds the user's module so every module access during tracing goes through an
+    attribute lookup the module-stack tracer can follow; a module reachable under two
+    names (``self.encoder`` is ``self.decoder``) is then recorded under the name used."""
+
+    def __init__(self, root: torch.nn.Module) -> None:
+        super().__init__()
+        setattr(self, _ROOT_ATTR, root)
+
+
+def _strip_holder(text: str) -> str:
+    if text == _ROOT_ATTR:
+        return ""
+    prefix = _ROOT_ATTR + "."
+    return text[len(prefix) :] if text.startswith(prefix) else text
+
+
+def _root_relative_module_stacks(gm: torch.fx.GraphModule) -> None:
+    """Rewrite module-stack keys and paths recorded under the holder to be root-relative."""
+    for module in graph_modules(gm):
+        for node in module.graph.nodes:
+            stack = node.meta.get("nn_module_stack")
+            if stack:
+                node.meta["nn_module_stack"] = {
+                    _strip_holder(key): (_strip_holder(path), cls) for key, (path, cls) in stack.items()
+                }
+
+
+class _NeedsFunctionalization(Exception):
+    """Internal: the unfunctionalized trace met a write, so it must be redone functionalized."""
+
+
+def _writes(target) -> bool:
+    return isinstance(target, OpOverload) and (target._schema.is_mutable or has_effects(target))
+
+
+@attrs.define
+class _WriteWatch:
+    """Node hook: while ``functionalized`` is off, the first node that writes to a tensor
+    (or has a side effect) aborts the trace."""
+
+    functionalized: bool = False
+
+    def __call__(self, node: torch.fx.Node) -> None:
+        if not self.functionalized and node.op == "call_function" and _writes(node.target):
+            raise _NeedsFunctionalization(str(node.target))
+
+
+def _make_traced_fn(
+    root: torch.nn.Module,
+    state_names: list[str],
+    bound: BoundInputs,
+    input_labels: list[str],
+    recorded: _Recorded,
+    *,
+    functionalized: bool,
+):
+    """The flat function make_fx traces, (state..., user leaves...) -> (updates..., outputs...),
+    and the module holding ``root`` that it calls."""
+    n_state = len(state_names)
+    # make_fx records nn_module_stack relative to the module the traced function carries.
+    holder = _Holder(root)
+
+    def run(inputs: list[Any]) -> tuple[Any, dict[str, Any]]:
+        state = dict(zip(state_names, inputs[:n_state]))
+        args, kwargs = pytree.tree_unflatten(inputs[n_state:], bound.in_spec)
+        with reparametrize_module(root, state, tie_weights=True, strict=True, stack_weights=True):
+            out = getattr(holder, _ROOT_ATTR)(*args, **kwargs)
+        # On exit the context writes the module's final tensors back into `state`, so a
+        # buffer reassigned in forward (self.buf = new) shows up there as a new object.
+        return out, state
+
+    def traced_plain(*flat_inputs):
+        inputs = list(flat_inputs)
+        out, state = run(inputs)
+        if any(state[name] is not inputs[i] for i, name in enumerate(state_names)):
+            raise _NeedsFunctionalization("a buffer was reassigned")
+        flat_out, recorded.out_spec = pytree.tree_flatten(out)
+        return tuple(flat_out)
+
+    def traced_functional(*flat_inputs):
+        mode = functional_mode()
+        with mode:
+            # One functional wrapper per distinct tensor, so tied weights stay tied.
+            wrappers: dict[int, Any] = {}
+            functional = []
+            for x in flat_inputs:
+                if isinstance(x, torch.Tensor):
+                    if id(x) not in wrappers:
+                        wrappers[id(x)] = FunctionalTensor.to_functional(x)
+                    x = wrappers[id(x)]
+                functional.append(x)
+            out, state = run(functional)
+        tokens = effect_tokens(mode)
+        if tokens:
+            raise TraceError(
+                "the model calls a side-effectful operator "
+                f"({', '.join(str(k) for k in tokens)}) that needs effect tokens",
+                category=Category.UNSUPPORTED_OPERATOR,
+                hint="side-effectful custom ops are not supported yet; move the call out of forward()",
+            )
+        flat_out, recorded.out_spec = pytree.tree_flatten(out)
+
+        for i, name in enumerate(state_names):
+            if state[name] is not functional[i]:
+                new, old = state[name], functional[i]
+                if not isinstance(new, FunctionalTensor) or (new.shape, new.dtype) != (old.shape, old.dtype):
+                    found = (
+                        f"{tuple(new.shape)} {new.dtype}" if isinstance(new, torch.Tensor) else type(new).__name__
+                    )
+                    raise TraceError(
+                        f"forward() replaced {input_labels[i]} ({tuple(old.shape)} {old.dtype}) "
+                        f"with {found}; an exported program can only update a buffer in place",
+                        category=Category.UNSUPPORTED_MUTATION,
+                        hint="keep the buffer's shape and dtype (self.buf = new.to(self.buf.dtype)), "
+                        "or register a separate buffer",
+                    )
+                functional[i] = new
+                recorded.mutated.append(i)
+
+        updates = []
+        for i, (value, original) in enumerate(zip(functional, flat_inputs)):
+            if not isinstance(value, FunctionalTensor):
+                continue
+            if i in recorded.mutated:
+                updates.append((i, _from_functional(value)))
+                continue
+            storage_changed, metadata_mutated, data_mutated = functional_state(value)
+            if _layout_changed(value, original, storage_changed, metadata_mutated):
+                raise TraceError(
+                    f"forward() changed the shape, strides or storage of {input_labels[i]} in place "
+                    "(resize_, set_, transpose_, ...), which an exported program cannot express",
+                    category=Category.UNSUPPORTED_MUTATION,
+                    hint="use the out-of-place op (x = x.transpose(0, 1)) instead",
+                )
+            if data_mutated:
+                updates.append((i, _from_functional(value)))
+        updates.sort(key=lambda item: item[0])
+        recorded.mutated = [i for i, _ in updates]
+        return (*[v for _, v in updates], *[_from_functional(v) for v in flat_out])
+
+    traced = traced_functional if functionalized else traced_plain
+    return traced, holder
+
+
+def _copy_fresh_constant(tensor: torch.Tensor) -> torch.Tensor:
+    return torch.ops.aten.clone.default(tensor)
+
+
+# ``torch.tensor([...])`` in forward reaches the tracer as ``lift_fresh`` of a constant,
+# which make_fx would record as ``lift_fresh_copy``; torch.export's IR has the ``clone``
+# that functionalization makes of it once the constant is a program input.
+_DECOMPOSITIONS = {torch.ops.aten.lift_fresh.default: _copy_fresh_constant}
+
+
+@attrs.frozen
+class _Traced:
+    gm: torch.fx.GraphModule
+    fake_mode: FakeTensorMode
+    fakes: FakeInputs
+    recorded: _Recorded
+
+
+def _trace_once(root, state_values, state_names, bound, labels, plan, *, functionalized: bool) -> _Traced:
+    fake_mode = new_fake_mode(root)
+    fakes = fake_inputs(fake_mode, state_values, bound, plan)
+    recorded = _Recorded()
+    traced, holder = _make_traced_fn(root, state_names, bound, labels, recorded, functionalized=functionalized)
+    # The tracing context hands our fake mode to anything that compiles a region
+    # internally (torch.cond runs its branches through torch.compile).
+    with fake_mode, tracing(TracingContext(fake_mode)):
+        gm = record_module_calls(traced, holder, _DECOMPOSITIONS, fakes.inputs)
+    return _Traced(gm, fake_mode, fakes, recorded)
+
+
+def trace(
+    root: torch.nn.Module,
+    bound: BoundInputs,
+    plan: DynamicPlan | None = None,
+    *,
+    always_functionalize: bool = False,
+) -> ExportState:
+    """Trace ``root`` on ``bound`` inputs into an ExportState holding functional ATen.
+
+    With a ``plan`` (parsed ``dynamic_shapes``) the dynamic dimensions of user inputs are
+    symbolic; checking the guards the trace produced against the plan is a later step.
+
+    Functionalization costs about a quarter of the trace and changes nothing in a program
+    that never writes to a tensor, so the model is first traced without it; the first
+    in-place op, out= op, side-effectful op or buffer reassignment aborts that trace and
+    the model is traced again, functionalized.  ``always_functionalize`` skips the first try.
+    """
+    parameters = dict(root.named_parameters(remove_duplicate=False))
+    buffers = dict(root.named_buffers(remove_duplicate=False))
+    state_names = [*parameters, *buffers]
+    state_values = [*parameters.values(), *buffers.values()]
+    labels = [
+        *(f"parameter '{n}'" for n in parameters),
+        *(f"buffer '{n}'" for n in buffers),
+        *bound.labels,
+    ]
+
+    watch = _WriteWatch(functionalized=always_functionalize)
+    try:
+        with tracing_patches(watch), module_preserved(root):
+            traced = None
+            if not always_functionalize:
+                try:
+                    traced = _trace_once(root, state_values, state_names, bound, labels, plan, functionalized=False)
+                except _NeedsFunctionalization as why:
+                    log.debug("tracing again, functionalized: %s", why)
+                    watch.functionalized = True
+            if traced is None:
+                traced = _trace_once(root, state_values, state_names, bound, labels, plan, functionalized=True)
+    except ExportError:
+        raise
+    except Exception as e:
+        raise explain(e) from e
+
+    gm, fake_mode, recorded = traced.gm, traced.fake_mode, traced.recorded
+    _root_relative_module_stacks(gm)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, value in zip(placeholders, traced.fakes.inputs):
+        if not isinstance(value, torch.Tensor):
+            node.meta["val"] = value
+    for node in gm.graph.nodes:
+        # Ops that return nothing (asserts) get an explicit None, so every call has a `val`.
+        if node.op == "call_function":
+            node.meta.setdefault("val", None)
+
+    outputs = list(gm.graph.output_node().args[0])
+    return ExportState(
+        root=root,
+        gm=gm,
+        input_specs=input_specs(placeholders, list(parameters), list(buffers), non_persistent_buffer_names(root)),
+        output_specs=output_specs(outputs, recorded.mutated, placeholders, list(parameters), list(buffers)),
+        fake_mode=fake_mode,
+        args=bound.args,
+        kwargs=bound.kwargs,
+        in_spec=bound.in_spec,
+        out_spec=recorded.out_spec,
+        user_input_paths=list(bound.paths),
+        forward_arg_names=list(bound.forward_arg_names),
+        constant_fqns=constant_attribute_fqns(root),
+        dynamic=plan,
+        tracked=traced.fakes.tracked,
+        equalities=traced.fakes.equalities,
+    )

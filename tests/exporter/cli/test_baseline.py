@@ -1,0 +1,46 @@
+import json
+
+import pytest
+
+from exporter import InputSpecError
+from exporter.cli.baseline import drift, load_baseline, save_baseline
+
+ENTRY = {
+    "signature": {
+        "inputs": [{"kind": "PARAMETER", "name": "p_w", "target": "w", "shape": [2, 2], "dtype": "float32"}],
+        "outputs": [{"kind": "USER_OUTPUT", "name": "relu", "target": None, "shape": [2], "dtype": "float32"}],
+    },
+    "ops": {"aten.linear.default": 1, "aten.relu.default": 1},
+    "versions": {"python": "3.11.7", "torch": "2.13.0", "exporter": "0.1.0", "transformers": "5.24.0"},
+}
+
+
+def test_identical_entries_have_no_drift():
+    assert drift(ENTRY, json.loads(json.dumps(ENTRY))) == []
+
+
+def test_drift_lists_signature_ops_and_version_changes():
+    new = json.loads(json.dumps(ENTRY))
+    new["signature"]["outputs"][0]["dtype"] = "float16"
+    new["ops"] = {"aten.linear.default": 2, "aten.gelu.default": 1}
+    new["versions"]["transformers"] = "5.25.0"
+    new["versions"]["exporter"] = "0.2.0"
+    lines = drift(ENTRY, new)
+    text = "\n".join(lines)
+    assert "signature changed:" in text
+    assert "-output kind=USER_OUTPUT name=relu shape=[2] dtype=float32" in text
+    assert "+output kind=USER_OUTPUT name=relu shape=[2] dtype=float16" in text
+    assert "aten.gelu.default: 0 -> 1 (+1)" in text
+    assert "aten.linear.default: 1 -> 2 (+1)" in text
+    assert "aten.relu.default: 1 -> 0 (-1)" in text
+    assert lines[-1] == "versions changed since the baseline (the usual cause of drift): transformers 5.24.0 -> 5.25.0"
+
+
+def test_save_and_load_round_trip_and_reject_other_files(tmp_path):
+    path = tmp_path / "b.json"
+    assert load_baseline(str(path)) == {}
+    save_baseline(str(path), {"z.py:M": ENTRY, "a.py:M": ENTRY})
+    assert list(load_baseline(str(path))) == ["a.py:M", "z.py:M"]
+    (tmp_path / "other.json").write_text('{"models": []}')
+    with pytest.raises(InputSpecError, match="is not an exporter baseline"):
+        load_baseline(str(tmp_path / "other.json"))

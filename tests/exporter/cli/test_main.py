@@ -1,0 +1,424 @@
+"""The command line, run as a subprocess the way users and CI run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples")
+EXAMPLES = os.path.abspath(EXAMPLES)
+
+MODELS = textwrap.dedent(
+    """
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self, hidden: int = 8):
+            super().__init__()
+            if hidden < 0:
+                raise ValueError("hidden must be positive")
+            self.lin = torch.nn.Linear(16, hidden)
+
+        def forward(self, x):
+            return self.lin(x)
+
+    class Branchy(torch.nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x + 1
+            return x - 1
+
+    class Noisy(torch.nn.Module):
+        def forward(self, x):
+            return x + torch.rand_like(x)
+
+    example_inputs = (torch.randn(3, 16),)
+
+    def make_net():
+        return Net(4)
+
+    instance = Net(2)
+
+    def not_a_model():
+        return 3
+    """
+)
+
+INPUTS = textwrap.dedent(
+    """
+    import torch
+
+    def pair():
+        return (torch.randn(2, 16),), {}
+    """
+)
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    (tmp_path / "models.py").write_text(MODELS)
+    (tmp_path / "inputs.py").write_text(INPUTS)
+    (tmp_path / "bad_syntax.py").write_text("import torch\nclass Net(torch.nn.Module)\n    pass\n")
+    (tmp_path / "bad_import.py").write_text("import torch\nimport not_a_real_package_xyz\n")
+    (tmp_path / "bare.py").write_text("import torch\n\nclass NoInputs(torch.nn.Module):\n    def forward(self, x):\n        return x\n")
+    return tmp_path
+
+
+def run(*args: str, cwd) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run(
+        [sys.executable, "-m", "exporter", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+def out(result: subprocess.CompletedProcess) -> str:
+    return result.stdout + result.stderr
+
+
+def flat(result: subprocess.CompletedProcess) -> str:
+    """Output without panel borders, whitespace runs collapsed: for matching messages."""
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", out(result)).split())
+
+
+# -- each way of giving the model and its inputs -----------------------------------------------
+
+
+def test_inputs_from_a_function_in_the_model_file_and_the_program_matches_eager(workdir):
+    result = run(os.path.join(EXAMPLES, "mlp.py:MLP"), "--verify", cwd=workdir)
+    assert result.returncode == 0, out(result)
+    text = out(result)
+    for expected in ("signature", "p_net_0_weight", "aten.linear.default", "program vs eager", "fresh #2", "saved"):
+        assert expected in text
+    assert "Traceback" not in text and "exporting..." not in text, "no traceback, no live status off a terminal"
+
+    program = torch.export.load(workdir / "MLP.pt2")
+    sys.path.insert(0, EXAMPLES)
+    try:
+        from mlp import MLP
+    finally:
+        sys.path.remove(EXAMPLES)
+    model = MLP().eval()
+    model.load_state_dict(program.state_dict)
+    x = torch.randn(8, 16)
+    torch.testing.assert_close(program.module()(x), model(x))
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["examples/cnn.py:SmallCNN", "--init-args", '{"channels": 4}'], "staticmethod on the class"),
+        (["examples/tiny_transformer.py:TinyTransformer"], "classmethod on the class"),
+        (["examples/keyword_inputs.py:Scorer", "--example-inputs", "f32[4,16] mask=b8[4,16] temperature=0.5"], "shorthand"),
+        (["examples/keyword_inputs.py:Scorer", "--example-inputs", ":make_inputs"], "function in the model file"),
+        (["models.py:Net", "--example-inputs", "inputs.py:pair"], "function in another file"),
+        (["models.py:Net"], "module-level value"),
+        (["models.py:make_net"], "factory function"),
+        (["models.py:instance"], "module instance"),
+        (["torch.nn:Linear", "--init-args", '{"in_features": 4, "out_features": 2}', "--example-inputs", "f32[3,4]"], "package.module:Name"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_every_way_of_naming_a_model_and_its_inputs(workdir, args, expected):
+    args = [os.path.join(EXAMPLES, "..", a) if a.startswith("examples/") else a for a in args]
+    result = run(*args, "-q", "--verify", "-o", "out.pt2", cwd=workdir)
+    assert result.returncode == 0, out(result)
+    assert result.stdout.startswith("ok "), result.stdout
+    assert len(result.stdout.strip().splitlines()) == 1, "-q prints one line"
+    torch.export.load(workdir / "out.pt2")
+
+
+# -- bad input: one clear message, exit 2, no traceback ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["nothere.py:Net"], r"file nothere.py does not exist"),
+        (["models.py:Nett"], r"models.py has no 'Nett'.*did you mean 'Net'"),
+        (["bad_syntax.py:Net"], r"bad_syntax.py has a syntax error at line 2: expected ':'"),
+        (["bad_import.py:Net"], r"importing bad_import.py failed: ModuleNotFoundError: No module named 'not_a_real_package_xyz'"),
+        (["no.such.module:Net"], r"no module named 'no.such.module'"),
+        (["models.py:Net", "--init-args", '{"hidden": -1}'], r"Net\(hidden=-1\) raised ValueError: hidden must be positive.*models.py:8"),
+        (["models.py:Net", "--init-args", '{"hiden": 1}'], r"--init-args do not fit Net\(hidden: int = 8\): got an unexpected keyword argument 'hiden'"),
+        (["models.py:Net", "--init-args", "{hidden: 1}"], r"--init-args is not valid JSON.* \{hidden: 1\} \^"),
+        (["models.py:Net", "--init-args", "[1, 2]"], r"--init-args must be a JSON object"),
+        (["models.py:instance", "--init-args", '{"hidden": 1}'], r"--init-args were given, but instance is already a module instance"),
+        (["models.py:not_a_model"], r"not_a_model\(\) returned int, not a torch.nn.Module"),
+        (["bare.py:NoInputs"], r"no example inputs for NoInputs.*--example-inputs"),
+        (["models.py:Net", "--example-inputs", "f32[2,16"], r"--example-inputs: expected '\]'.* f32\[2,16 \^"),
+        (["models.py:Net", "--example-inputs", "q32[2,16]"], r"--example-inputs: unknown dtype"),
+        (["models.py:Net", "--example-inputs", "f32[2,16] f32[2,16]"], r"do not fit Net.forward\(x\): too many positional arguments"),
+        (["models.py:Net", "--example-inputs", "f32[2,3]"], r"fails on the example inputs even when run eagerly.*mat1 and mat2 shapes cannot be multiplied"),
+        (["models.py:Net", "--example-inputs", "inputs.py:nothing"], r"inputs.py has no 'nothing'"),
+    ],
+)
+def test_bad_input_names_the_input_and_exits_2(workdir, args, message):
+    result = run(*args, cwd=workdir)
+    assert result.returncode == 2, out(result)
+    assert re.search(message, flat(result)), out(result)
+    assert "Traceback" not in out(result)
+    assert "hint:" in out(result)
+    assert not list(workdir.glob("*.pt2")), "nothing is written on failure"
+
+
+def test_usage_errors_exit_2(workdir):
+    assert run(cwd=workdir).returncode == 2
+    assert run("models.py:Net", "--no-such-flag", cwd=workdir).returncode == 2
+    assert run("check", cwd=workdir).returncode == 2
+    assert run("check", "models.py:Net", "--update-baseline", cwd=workdir).returncode == 2
+
+
+def test_verbose_shows_the_traceback(workdir):
+    result = run("models.py:Net", "--init-args", '{"hidden": -1}', "-v", cwd=workdir)
+    assert result.returncode == 2
+    assert "Traceback" in out(result)
+
+
+# -- export failures: exit 1, category, source line, next step; the output file is untouched -------
+
+
+def test_export_failure_names_category_line_and_leaves_output_alone(workdir):
+    target = workdir / "keep.pt2"
+    target.write_bytes(b"previous program")
+    result = run("models.py:Branchy", "--example-inputs", "f32[3]", "-o", str(target), "--json", "report.json", cwd=workdir)
+    assert result.returncode == 1, out(result)
+    text = out(result)
+    assert "data-dependent control flow" in text
+    assert "models.py:16" in text and "if x.sum() > 0:" in text
+    assert "torch.cond" in text  # the next step
+    assert "Traceback" not in text
+    assert target.read_bytes() == b"previous program"
+    assert not [p for p in workdir.iterdir() if p.name.startswith(".exporter-")], "no temporary file left"
+
+    report = json.loads((workdir / "report.json").read_text())
+    assert report["status"] == "failed"
+    assert report["error"]["category"] == "data-dependent control flow"
+    assert report["error"]["location"].endswith("models.py:16")
+    assert report["output_file"] is None
+
+
+def test_verification_mismatch_fails_the_run(workdir):
+    result = run("models.py:Noisy", "--example-inputs", "f32[64]", "--verify", "-o", "noisy.pt2", cwd=workdir)
+    assert result.returncode == 1, out(result)
+    assert "MISMATCH" in out(result) and "program and eager differ" in out(result)
+    assert not (workdir / "noisy.pt2").exists()
+
+
+def test_graph_prints_the_code(workdir):
+    result = run("models.py:Net", "--graph", cwd=workdir)
+    assert result.returncode == 0
+    assert 'def forward(self, p_lin_weight: "f32[8, 16]", p_lin_bias: "f32[8]", x: "f32[3, 16]")' in out(result)
+    assert "torch.ops.aten.linear.default" in out(result)
+
+
+# -- the JSON report -----------------------------------------------------------------------------
+
+
+def test_json_report_schema(workdir):
+    result = run(os.path.join(EXAMPLES, "keyword_inputs.py:Scorer"), "--example-inputs", ":make_inputs",
+                 "--verify", "--json", "r.json", "-q", cwd=workdir)
+    assert result.returncode == 0, out(result)
+    report = json.loads((workdir / "r.json").read_text())
+    assert report["schema"] == "exporter.report/1"
+    assert report["status"] == "ok"
+    assert report["model"] == {
+        "reference": os.path.join(EXAMPLES, "keyword_inputs.py:Scorer"), "name": "Scorer",
+        "class": "keyword_inputs.Scorer", "parameters": 272, "train": False, "init_args": {},
+    }
+    assert report["inputs"]["source"] == ":make_inputs"
+    assert report["inputs"]["leaves"][1] == {"path": "kwargs['mask']", "kind": "tensor", "dtype": "bool", "shape": [4, 16]}
+    assert report["inputs"]["leaves"][2] == {"path": "kwargs['temperature']", "kind": "constant", "value": 0.5}
+    assert report["output_file"].endswith("Scorer.pt2") and os.path.exists(report["output_file"])
+    assert {"load", "inputs", "export", "export.trace", "verify", "save", "total"} <= set(report["timings"])
+    inputs = report["signature"]["inputs"]
+    assert inputs[0] == {"kind": "PARAMETER", "name": "p_proj_weight", "target": "proj.weight", "shape": [16, 16], "dtype": "float32"}
+    assert inputs[-1] == {"kind": "USER_INPUT", "name": "temperature", "target": None, "value": 0.5, "shape": None, "dtype": "float"}
+    assert [o["name"] for o in report["signature"]["outputs"]] == ["softmax", "argmax"]
+    assert report["ops"]["aten.linear.default"] == 1
+    assert report["modules"][0] == {"path": "", "class": "Scorer", "ops": 5, "total_ops": 6}
+    verification = report["verification"]
+    assert verification["passed"] and [r["inputs"] for r in verification["runs"]] == ["example", "fresh #1", "fresh #2"]
+    assert set(verification["runs"][0]["outputs"][0]) == {"path", "max_abs", "max_rel", "ok", "note"}
+    assert report["error"] is None
+    assert report["versions"]["torch"] == torch.__version__ and "exporter" in report["versions"]
+
+
+def test_json_names_the_model_library_version(workdir):
+    (workdir / "hf.py").write_text(textwrap.dedent(
+        """
+        import torch
+        from transformers import BertConfig, BertModel
+
+        def tiny_bert():
+            return BertModel(BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1,
+                                        num_attention_heads=2, intermediate_size=32))
+
+        def example_inputs():
+            return (torch.randint(0, 64, (1, 8)),)
+        """
+    ))
+    result = run("hf.py:tiny_bert", "--json", "r.json", "-q", "-o", "bert.pt2", cwd=workdir)
+    assert result.returncode == 0, out(result)
+    import transformers
+
+    assert json.loads((workdir / "r.json").read_text())["versions"]["transformers"] == transformers.__version__
+
+
+# -- check, for CI --------------------------------------------------------------------------------
+
+
+def test_check_baseline_drift_junit_and_json(workdir):
+    import xml.etree.ElementTree as ET
+
+    model = workdir / "drift.py"
+    model.write_text(textwrap.dedent(
+        """
+        import torch
+
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(4, 4)
+
+            def forward(self, x):
+                return self.lin(x).relu()
+
+        def example_inputs():
+            return (torch.randn(2, 4),)
+        """
+    ))
+    mlp = os.path.join(EXAMPLES, "mlp.py:MLP")
+    first = run("check", "drift.py:M", mlp, "--baseline", "base.json", "--update-baseline", cwd=workdir)
+    assert first.returncode == 0, out(first)
+    assert "baseline recorded" in out(first)
+    baseline = json.loads((workdir / "base.json").read_text())
+    assert baseline["schema"] == "exporter.baseline/1"
+    assert baseline["models"]["drift.py:M"]["ops"] == {"aten.linear.default": 1, "aten.relu.default": 1}
+
+    unchanged = run("check", "drift.py:M", mlp, "--baseline", "base.json", "-j", "2", cwd=workdir)
+    assert unchanged.returncode == 0, out(unchanged)
+    assert "2/2 models passed" in out(unchanged)
+
+    # The model changes, and the baseline was recorded under another torch: drift, named.
+    model.write_text(model.read_text().replace("self.lin(x).relu()", "self.lin(x).relu() * 2"))
+    baseline["models"]["drift.py:M"]["versions"]["torch"] = "2.12.0"
+    (workdir / "base.json").write_text(json.dumps(baseline))
+    drifted = run("check", "drift.py:M", mlp, "--baseline", "base.json", "--junit", "j.xml", "--json", "c.json", cwd=workdir)
+    assert drifted.returncode == 1, out(drifted)
+    text = out(drifted)
+    assert "drift" in text and "aten.mul.Tensor: 0 -> 1 (+1)" in text
+    assert "-output kind=USER_OUTPUT name=relu" in text and "+output kind=USER_OUTPUT name=mul" in text
+    assert f"torch 2.12.0 -> {torch.__version__}" in text
+    assert "1/2 models passed" in text
+
+    suite = ET.parse(workdir / "j.xml").getroot().find("testsuite")
+    assert suite.get("tests") == "2" and suite.get("failures") == "1"
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert cases["drift.py:M"].find("failure").get("type") == "drift"
+    assert cases[mlp].find("failure") is None
+
+    summary = json.loads((workdir / "c.json").read_text())
+    assert summary["schema"] == "exporter.check/1" and summary["status"] == "failed"
+    assert [m["status"] for m in summary["models"]] == ["drift", "ok"]
+
+    updated = run("check", "drift.py:M", "--baseline", "base.json", "--update-baseline", "-q", cwd=workdir)
+    assert updated.returncode == 0
+    assert json.loads((workdir / "base.json").read_text())["models"]["drift.py:M"]["ops"]["aten.mul.Tensor"] == 1
+    assert mlp in json.loads((workdir / "base.json").read_text())["models"], "other entries are kept"
+
+
+def test_check_fails_on_export_failure_and_missing_baseline(workdir):
+    failing = run("check", "models.py:Branchy", "models.py:Net", cwd=workdir)
+    assert failing.returncode == 1
+    assert "failed" in out(failing) and "data-dependent control flow" in out(failing)
+
+    (workdir / "empty.json").write_text(json.dumps({"schema": "exporter.baseline/1", "models": {}}))
+    missing = run("check", "models.py:Net", "--baseline", "empty.json", cwd=workdir)
+    assert missing.returncode == 1
+    assert "no baseline entry" in out(missing)
+
+    bad_reference = run("check", "nothere.py:Net", cwd=workdir)
+    assert bad_reference.returncode == 2
+
+
+def test_live_status_on_a_terminal_only(workdir):
+    import pty
+
+    controller, terminal = pty.openpty()
+    env = dict(os.environ, COLUMNS="120", TERM="xterm")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "exporter", "models.py:Net", "-o", "tty.pt2"],
+        cwd=workdir, stdin=terminal, stdout=terminal, stderr=terminal, env=env,
+    )
+    os.close(terminal)
+    chunks = []
+    while True:
+        try:
+            data = os.read(controller, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=300)
+    os.close(controller)
+    text = b"".join(chunks).decode(errors="replace")
+    assert proc.returncode == 0, text
+    assert "exporting..." in text and "saved" in text
+
+
+# -- dynamic shapes --------------------------------------------------------------------------------
+
+TRANSFORMER = os.path.join(EXAMPLES, "tiny_transformer.py:TinyTransformer")
+
+
+def test_dynamic_flags_export_one_program_for_many_sizes(workdir):
+    flags = ["--dynamic", "input_ids.0=batch:2..64", "--dynamic", "input_ids.1=seq:..127",
+             "--dynamic", "attention_mask.0=batch", "--dynamic", "attention_mask.1=seq"]
+    result = run(TRANSFORMER, *flags, "--verify", "--json", "d.json", "-o", "tt.pt2", "-q", cwd=workdir)
+    assert result.returncode == 0, out(result)
+    report = json.loads((workdir / "d.json").read_text())
+    assert sorted(report["range_constraints"].values()) == [[0, 127], [2, 64]]
+    assert report["dynamic"] == flags[1::2]
+
+    program = torch.export.load(workdir / "tt.pt2").module()
+    for batch, seq in [(2, 5), (7, 127), (64, 33)]:
+        ids = torch.randint(0, 256, (batch, seq))
+        assert program(ids, torch.ones(batch, seq, dtype=torch.long)).shape == (batch, seq, 256)
+    with pytest.raises(Exception, match="<= 64"):
+        program(torch.randint(0, 256, (65, 8)), torch.ones(65, 8, dtype=torch.long))
+
+
+def test_dynamic_constraint_violation_exits_1_with_the_fix(workdir):
+    flags = ["--dynamic", "input_ids.0=batch", "--dynamic", "input_ids.1=seq:..128",
+             "--dynamic", "attention_mask.0=batch", "--dynamic", "attention_mask.1=seq"]
+    result = run(TRANSFORMER, *flags, "--json", "v.json", cwd=workdir)
+    assert result.returncode == 1, out(result)
+    text = flat(result)
+    assert "export failed: dynamic shape constraint" in text
+    assert "the model needs seq != 128" in text
+    assert 'fix: seq = Dim("seq", max=127)' in text
+    assert "tiny_transformer.py:42" in text and "Traceback" not in text
+    error = json.loads((workdir / "v.json").read_text())["error"]
+    assert error["category"] == "dynamic shape constraint" and error["location"].endswith("tiny_transformer.py:42")
+
+
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("input_ids.x=batch", r"the last part of the path must be a dimension index"),
+        ("ids.0=batch", r"forward\(\) was given no input named 'ids'"),
+        ("input_ids.0=batch:0..1", r"input_ids.shape\[0\] = 2 is outside the range \[0, 1\]"),
+    ],
+)
+def test_bad_dynamic_flags_exit_2(workdir, flag, message):
+    result = run(TRANSFORMER, "--dynamic", flag, cwd=workdir)
+    assert result.returncode == 2, out(result)
+    assert re.search(message, flat(result)), out(result)

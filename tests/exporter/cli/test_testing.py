@@ -1,0 +1,57 @@
+import pytest
+import torch
+
+from exporter.testing import assert_exportable
+
+
+class Small(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 2)
+
+    def forward(self, x, scale=1.0):
+        return self.lin(x) * scale
+
+
+class Branchy(torch.nn.Module):
+    def forward(self, x):
+        return x + 1 if x.sum() > 0 else x - 1
+
+
+class Noisy(torch.nn.Module):
+    def forward(self, x):
+        return x + torch.rand_like(x)
+
+
+def test_returns_the_verified_program():
+    model = Small().eval()
+    program = assert_exportable(model, (torch.randn(3, 4),), {"scale": 2.0})
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(program.module()(x, scale=2.0), model(x, scale=2.0))
+
+
+def test_unexportable_model_fails_with_category_and_hint():
+    with pytest.raises(AssertionError, match=r"(?s)Branchy is not exportable \[data-dependent control flow\].*hint:"):
+        assert_exportable(Branchy(), (torch.randn(3),))
+
+
+def test_program_that_differs_from_eager_fails_with_the_error_per_output():
+    with pytest.raises(AssertionError, match=r"(?s)Noisy is not exportable \[verification\]: program and eager differ.*example output: max abs error"):
+        assert_exportable(Noisy(), (torch.randn(64),))
+
+
+def test_reference_form_uses_the_model_file(tmp_path):
+    (tmp_path / "m.py").write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self, k=2):\n"
+        "        super().__init__(); self.k = k\n"
+        "    def forward(self, x):\n"
+        "        return x * self.k\n"
+        "def example_inputs():\n"
+        "    return (torch.randn(2),)\n"
+    )
+    program = assert_exportable(f"{tmp_path}/m.py:M", init_args={"k": 3})
+    assert torch.equal(program.module()(torch.ones(2)), torch.full((2,), 3.0))
+    with pytest.raises(AssertionError, match=r"(?s)m.py:N is not exportable \[input\].*has no 'N'"):
+        assert_exportable(f"{tmp_path}/m.py:N")

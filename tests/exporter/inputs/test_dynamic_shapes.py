@@ -1,0 +1,108 @@
+"""dynamic_shapes read against the example inputs: every wrong spec named at its path."""
+
+import pytest
+import torch
+from torch.export import Dim
+
+import exporter
+from exporter import InputSpecError
+from exporter._dims import DimKind
+from exporter.inputs import bind_inputs, plan_dynamic_shapes
+
+
+class Two(torch.nn.Module):
+    def forward(self, x, mask=None, scale=1.0):
+        return x * scale if mask is None else x * mask * scale
+
+
+x2 = torch.randn(4, 8)
+
+SPEC_ERRORS = [
+    ({"z": {0: Dim("b")}}, (x2,), r"dynamic_shapes has a spec for 'z', which is not an input of Two.forward\(x, mask, scale\)"),
+    ({"maks": {0: Dim("b")}}, (x2, x2), r"did you mean 'mask'\?"),
+    ({"x": {2: Dim("b")}}, (x2,), r"dynamic_shapes\['x'\]\[2\]: x has only 2 dimensions \(shape \[4, 8\]\)"),
+    ({"x": [Dim("b")]}, (x2,), r"dynamic_shapes\['x'\] has 1 entries but x has 2 dimensions"),
+    ({"x": Dim("b")}, (x2,), r'(?s)dynamic_shapes\[.x.\] is Dim\("b"\) for the whole tensor x.*write dynamic_shapes\[.x.\] = \{0: Dim\("b"\)\}'),
+    ({"x": {0: "batch"}}, (x2,), r"dynamic_shapes\['x'\]\[0\] is a str \('batch'\)"),
+    ({"x": {0: 5}}, (x2,), r"dynamic_shapes\['x'\]\[0\] = 5 but the example x has size 4 there"),
+    ({"x": {0: Dim("b")}, "scale": {0: Dim("c")}}, (x2, None, 2.0), r"dynamic_shapes\['scale'\] is given, but scale is a float constant"),
+    ((None, None), (x2,), r"dynamic_shapes has 2 entries but forward\(\) was given 1 inputs \(x\)"),
+    ([{0: Dim("b")}], (x2,), None),
+    ({"x": {0: Dim("b", max=3)}}, (x2,), r"the example x.shape\[0\] = 4 is outside the range \[0, 3\] declared at dynamic_shapes\['x'\]\[0\]"),
+    ({"x": {0: Dim("b")}, "mask": {0: Dim("b", max=9)}}, (x2, x2), r"Dim 'b' is used with two ranges"),
+    ({"x": {0: Dim("b")}, "mask": {1: Dim("b")}}, (x2, x2), r"x.shape\[0\] and mask.shape\[1\] share Dim 'b' \(so they are always equal\) but the examples have sizes 4 and 8"),
+    ({"x": {0: 2 * Dim("h")}}, (torch.randn(5, 8),), r"x.shape\[0\] is declared 2\*h but its example size 5 is not of that form"),
+    ("x", (x2,), r"dynamic_shapes must be a dict keyed by forward\(\) argument names or a tuple"),
+]
+
+
+@pytest.mark.parametrize("spec, args, message", SPEC_ERRORS)
+def test_wrong_specs_are_named_at_their_path(spec, args, message):
+    if message is None:  # a list works like a tuple
+        exporter.export(Two(), args, dynamic_shapes=spec)
+        return
+    with pytest.raises(InputSpecError, match=message) as info:
+        exporter.export(Two(), args, dynamic_shapes=spec)
+    assert info.value.hint
+
+
+@pytest.mark.parametrize("size", [0, 1])
+def test_example_size_zero_or_one_for_a_dynamic_dim_suggests_two(size):
+    with pytest.raises(InputSpecError, match=rf"x.shape\[0\] is declared dynamic .* but its example size is {size}; "
+                                            r"export specializes sizes 0 and 1") as info:
+        exporter.export(Two(), (torch.randn(size, 8),), dynamic_shapes={"x": {0: Dim("b")}})
+    assert info.value.hint == "use an example where x.shape[0] is 2 or more"
+    # Dim.AUTO may specialize silently
+    ep = exporter.export(Two(), (torch.randn(size, 8),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    assert ep.graph_signature.input_specs[0].kind.name == "USER_INPUT"
+
+
+class HFStyle(torch.nn.Module):
+    def forward(self, input_ids, attention_mask=None, **kwargs):
+        return input_ids * attention_mask + kwargs["token_type_ids"]
+
+
+def test_specs_keyed_by_keyword_names_reach_kwargs():
+    batch, seq = Dim("batch", max=16), Dim("seq", max=32)
+    ids = torch.ones(2, 5, dtype=torch.long)
+    spec = {n: {0: batch, 1: seq} for n in ("input_ids", "attention_mask", "token_type_ids")}
+    ep = exporter.export(
+        HFStyle(), (ids,), {"attention_mask": ids.clone(), "token_type_ids": ids * 0}, dynamic_shapes=spec
+    )
+    run = ep.module()
+    for b, s in [(3, 7), (16, 32), (2, 2)]:
+        a, m, t = torch.randint(0, 5, (b, s)), torch.randint(0, 2, (b, s)), torch.randint(0, 3, (b, s))
+        torch.testing.assert_close(run(a, attention_mask=m, token_type_ids=t), HFStyle()(a, attention_mask=m, token_type_ids=t))
+    with pytest.raises(Exception, match=r"input_ids.size\(\)\[0\] <= 16"):
+        run(torch.ones(17, 5, dtype=torch.long), attention_mask=torch.ones(17, 5, dtype=torch.long),
+            token_type_ids=torch.ones(17, 5, dtype=torch.long))
+
+
+def test_the_plan_types_every_entry():
+    b = Dim("b", max=16)
+    bound = bind_inputs(Two(), (x2, torch.randn(8, 8)), {})
+    plan = plan_dynamic_shapes(Two(), bound, {"x": {0: b, 1: Dim.AUTO}, "mask": [2 * b, None]})
+    kinds = {(leaf, dim): (r.kind, r.where, r.input_dim) for leaf, dim, r in plan.dims()}
+    assert kinds == {
+        (0, 0): (DimKind.NAMED, "dynamic_shapes['x'][0]", "x.shape[0]"),
+        (0, 1): (DimKind.AUTO, "dynamic_shapes['x'][1]", "x.shape[1]"),
+        (1, 0): (DimKind.DERIVED, "dynamic_shapes['mask'][0]", "mask.shape[0]"),
+        (1, 1): (DimKind.STATIC, "dynamic_shapes['mask'][1]", "mask.shape[1]"),
+    }
+    assert list(plan.roots) == ["b"] and plan.roots["b"].max == 16
+
+
+def test_nested_inputs_are_walked_by_key_and_index():
+    class Nested(torch.nn.Module):
+        def forward(self, inputs):
+            return inputs["a"] + inputs["b"][0]
+
+    x = torch.randn(3, 4)
+    bound = bind_inputs(Nested(), ({"a": x, "b": [x]},), {})
+    plan = plan_dynamic_shapes(Nested(), bound, {"inputs": {"a": {0: Dim("n")}, "b": [{0: Dim("n")}]}})
+    assert [(leaf, r.where) for leaf, _, r in plan.dims()] == [
+        (0, "dynamic_shapes['inputs']['a'][0]"),
+        (1, "dynamic_shapes['inputs']['b'][0][0]"),
+    ]
+    with pytest.raises(InputSpecError, match=r"dynamic_shapes\['inputs'\] has a spec for 'c', which inputs does not have"):
+        plan_dynamic_shapes(Nested(), bound, {"inputs": {"c": None}})

@@ -1,0 +1,80 @@
+"""Functional composite ops are recorded whole with their real kernels' outputs; conversions are checked."""
+
+import torch
+import torch.nn.functional as F
+
+import exporter
+from exporter._torch_internals import COMPOSITE_KEY
+from exporter.trace.kernels import AUTOGRAD_KEYS, checked_conversion, composite_kernels, functional_composite_ops
+
+
+class Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        q = self.proj(x).view(1, 2, 4, 4)
+        return F.scaled_dot_product_attention(q, q, q).reshape(4, 8)
+
+
+def test_linear_and_attention_are_single_nodes():
+    ep = exporter.export(Attention().eval(), (torch.randn(4, 8),))
+    targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert torch.ops.aten.linear.default in targets
+    assert torch.ops.aten.scaled_dot_product_attention.default in targets
+    assert torch.ops.aten.addmm.default not in targets
+    # and the program still computes the same thing
+    x = torch.randn(4, 8)
+    model = Attention().eval()
+    model.load_state_dict(ep.state_dict)
+    torch.testing.assert_close(ep.module()(x), model(x))
+
+
+def test_only_functional_composites_are_kept():
+    ops = set(functional_composite_ops())
+    assert {torch.ops.aten.linear.default, torch.ops.aten.scaled_dot_product_attention.default} <= ops
+    # aliasing or maybe-aliasing composites must expand so functionalization sees their parts
+    for op in (torch.ops.aten.reshape.default, torch.ops.aten.contiguous.default, torch.ops.aten.flatten.using_ints):
+        assert op not in ops
+
+
+def test_the_kernel_table_keeps_the_op_whole_and_its_own_kernels():
+    op = torch.ops.aten.linear.default
+    table, fake_rule = composite_kernels(op)
+    assert table[COMPOSITE_KEY](torch.ones(1, 2), torch.ones(3, 2)) is NotImplemented
+    assert all(key in table for key in AUTOGRAD_KEYS)
+    assert all(table[key] is kernel for key, kernel in op.py_kernels.items() if key != COMPOSITE_KEY)
+    # the backend kernel is the original composite: it computes what eager linear does
+    x, w = torch.randn(2, 3), torch.randn(4, 3)
+    torch.testing.assert_close(table[torch._C.DispatchKey.CPU](x, w), F.linear(x, w))
+    assert composite_kernels(op)[0] is table  # cached while the op's own table is unchanged
+
+
+def test_conversions_record_the_metadata_check():
+    ep = exporter.export(Convert(), (torch.randn(2, 3),))
+    targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert targets.count(torch.ops.aten._assert_tensor_metadata.default) == 2
+    assert checked_conversion(torch.ops.aten.to.dtype) is not None
+
+
+class Convert(torch.nn.Module):
+    def forward(self, x):
+        return x.float() + x.to(torch.float64)
+
+
+class TransposedAttention(torch.nn.Module):
+    def forward(self, x):
+        q = x.view(2, 8, 2, 16).transpose(1, 2)
+        return F.scaled_dot_product_attention(q, q, q).transpose(1, 2).reshape(2, 8, 32)
+
+
+def test_kept_composites_get_the_fake_outputs_eager_would_produce():
+    # The kept op's fake result must come from its real composite kernel: on CPU the fused
+    # attention returns a transposed layout, and that layout decides whether the reshape
+    # after it is a view or a copy.
+    x = torch.randn(2, 8, 32)
+    ep = exporter.export(TransposedAttention(), (x,))
+    sdpa = next(n for n in ep.graph.nodes if n.target is torch.ops.aten.scaled_dot_product_attention.default)
+    q = x.view(2, 8, 2, 16).transpose(1, 2)
+    assert sdpa.meta["val"].stride() == F.scaled_dot_product_attention(q, q, q).stride()

@@ -1,0 +1,187 @@
+"""Tracing: error categories with the user's source line, mutations, and global state."""
+
+import pytest
+import torch
+from torch.export.graph_signature import OutputKind
+
+import exporter
+from exporter import TraceError
+
+HERE = __file__
+
+
+@torch.library.custom_op("exporter_tests::no_fake", mutates_args=())
+def no_fake(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+class BranchOnData(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # line-marker: branch
+            return x + 1
+        return x - 1
+
+
+class SizeFromData(torch.nn.Module):
+    def forward(self, x):
+        return x[: int(x.max().item())]  # line-marker: item
+
+
+class CustomOpWithoutFake(torch.nn.Module):
+    def forward(self, x):
+        return no_fake(x) + 1  # line-marker: custom
+
+
+class Raises(torch.nn.Module):
+    def forward(self, x):
+        raise ValueError("bad config")  # line-marker: raise
+
+
+class TransposesInput(torch.nn.Module):
+    def forward(self, x):
+        x.transpose_(0, 1)
+        return x + 1
+
+
+class ReplacesBufferShape(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(3))
+
+    def forward(self, x):
+        self.buf = torch.cat([self.buf, x])
+        return x
+
+
+def _line(marker):
+    with open(HERE) as f:
+        for i, line in enumerate(f, 1):
+            if f"line-marker: {marker}" in line:
+                return f"{HERE}:{i}"
+    raise AssertionError(marker)
+
+
+@pytest.mark.parametrize(
+    "model, category, marker, match",
+    [
+        (BranchOnData(), "data-dependent control flow", "branch", r"needs the value of a tensor to decide what to do \(`if x.sum\(\) > 0:  # line-marker: branch`\)"),
+        (SizeFromData(), "data-dependent control flow", "item", "needs the value of a tensor"),
+        (CustomOpWithoutFake(), "unsupported operator", "custom", "cannot run on fake tensors"),
+    ],
+)
+def test_failures_name_category_and_user_line(model, category, marker, match):
+    with pytest.raises(TraceError, match=match) as info:
+        exporter.export(model, (torch.randn(2, 2),))
+    assert info.value.category.value == category
+    assert info.value.location == _line(marker)
+    assert info.value.hint
+
+
+@pytest.mark.parametrize(
+    "model, match",
+    [
+        (TransposesInput(), r"changed the shape, strides or storage of args\[0\] in place"),
+        (ReplacesBufferShape(), r"replaced buffer 'buf' \(\(3,\) torch.float32\) with \(5,\) torch.float32"),
+    ],
+)
+def test_mutations_a_program_cannot_express_are_refused(model, match):
+    with pytest.raises(TraceError, match=match) as info:
+        exporter.export(model, (torch.randn(2) if isinstance(model, ReplacesBufferShape) else torch.randn(2, 3),))
+    assert info.value.category.value == "unsupported mutation"
+
+
+class Reassigns(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(3))
+        self.register_buffer("count", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.total = self.total + x
+        self.count.add_(1)
+        x[:1].mul_(10)
+        return x.sum()
+
+
+def test_buffer_reassignment_and_input_view_mutation_become_outputs_and_replay():
+    model = Reassigns()
+    ep = exporter.export(model, (torch.ones(3),))
+    kinds = [(s.kind, s.target) for s in ep.graph_signature.output_specs]
+    assert kinds == [
+        (OutputKind.BUFFER_MUTATION, "total"),
+        (OutputKind.BUFFER_MUTATION, "count"),
+        (OutputKind.USER_INPUT_MUTATION, "x"),
+        (OutputKind.USER_OUTPUT, None),
+    ]
+    assert torch.equal(model.total, torch.zeros(3)), "exporting must not run the update"
+
+    eager, program = Reassigns(), ep.module()
+    for _ in range(2):
+        a = torch.randn(3)
+        b = a.clone()
+        torch.testing.assert_close(program(b), eager(a))
+        torch.testing.assert_close(b, a)
+    torch.testing.assert_close(program.total, eager.total)
+    assert int(program.count) == int(eager.count) == 2
+
+
+class TouchesGlobals(torch.nn.Module):
+    seen = {}
+
+    def forward(self, x):
+        TouchesGlobals.seen = {
+            "compiling": torch.compiler.is_compiling(),
+            "exporting": torch.compiler.is_exporting(),
+            "mkldnn": torch.backends.mkldnn.enabled,
+        }
+        torch.set_grad_enabled(False)
+        return x * 2
+
+
+def test_tracing_environment_is_set_during_forward_and_restored_after():
+    mkldnn_before = torch.backends.mkldnn.enabled
+    with torch.enable_grad():
+        exporter.export(TouchesGlobals(), (torch.randn(2),))
+        assert torch.is_grad_enabled(), "grad mode switched off in forward must not leak"
+    assert TouchesGlobals.seen == {"compiling": True, "exporting": True, "mkldnn": False}
+    assert not torch.compiler.is_compiling() and not torch.compiler.is_exporting()
+    assert torch.backends.mkldnn.enabled == mkldnn_before
+
+
+class NeedsSixteen(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 4)
+        self.bn = torch.nn.BatchNorm1d(16)
+
+    def forward(self, x):
+        return self.lin(self.bn(x))
+
+
+def test_inputs_the_model_cannot_take_even_eagerly_are_an_input_error():
+    model = NeedsSixteen().train()
+    stats = model.bn.running_mean.clone()
+    with pytest.raises(exporter.InputSpecError, match="fails on the example inputs even when run eagerly") as info:
+        exporter.export(model, (torch.randn(4, 3),))
+    assert info.value.location and info.value.location.endswith(".py:" + info.value.location.rsplit(":", 1)[1])
+    assert isinstance(info.value.__cause__, TraceError)
+    torch.testing.assert_close(model.bn.running_mean, stats), "the eager check must not update buffers"
+
+
+def test_a_model_that_fails_eagerly_too_is_blamed_with_its_line():
+    with pytest.raises(exporter.InputSpecError, match="even when run eagerly.*ValueError: bad config") as info:
+        exporter.export(Raises(), (torch.randn(2, 2),))
+    assert info.value.location == _line("raise")
+
+
+class NeedsRealValues(torch.nn.Module):
+    def forward(self, x):
+        return x + torch.from_numpy(x.numpy())  # line-marker: numpy
+
+
+def test_an_export_only_failure_says_the_model_runs_eagerly():
+    with pytest.raises(TraceError, match="raised .* while running on fake tensors") as info:
+        exporter.export(NeedsRealValues(), (torch.randn(4),))
+    assert info.value.category.value == "model error"
+    assert info.value.location == _line("numpy")
+    assert "the model runs eagerly on these inputs, so this is an export problem" in info.value.hint
