@@ -189,6 +189,12 @@ def plan_dynamic_shapes(model: torch.nn.Module, bound: BoundInputs, dynamic_shap
         for key, value in entries:
             if key in combined:
                 by_name[key] = value
+            elif signature is not None and key in signature.parameters:
+                raise InputSpecError(
+                    f"dynamic_shapes has a spec for {key!r}, but the example inputs give no value for that "
+                    f"parameter of {type(model).__name__}.forward (it takes its default)",
+                    hint=f"pass an example for {key!r}, or drop its entry from dynamic_shapes",
+                )
             else:
                 params = [p for p in (signature.parameters if signature else combined)]
                 close = difflib.get_close_matches(str(key), params, n=1)

@@ -20,6 +20,7 @@ x2 = torch.randn(4, 8)
 SPEC_ERRORS = [
     ({"z": {0: Dim("b")}}, (x2,), r"dynamic_shapes has a spec for 'z', which is not an input of Two.forward\(x, mask, scale\)"),
     ({"maks": {0: Dim("b")}}, (x2, x2), r"did you mean 'mask'\?"),
+    ({"x": {0: Dim("b")}, "mask": None}, (x2,), r"a spec for 'mask', but the example inputs give no value for that parameter"),
     ({"x": {2: Dim("b")}}, (x2,), r"dynamic_shapes\['x'\]\[2\]: x has only 2 dimensions \(shape \[4, 8\]\)"),
     ({"x": [Dim("b")]}, (x2,), r"dynamic_shapes\['x'\] has 1 entries but x has 2 dimensions"),
     ({"x": Dim("b")}, (x2,), r'(?s)dynamic_shapes\[.x.\] is Dim\("b"\) for the whole tensor x.*write dynamic_shapes\[.x.\] = \{0: Dim\("b"\)\}'),
