@@ -4,4 +4,6 @@ import sys
 
 from .cli import main
 
-sys.exit(main())
+# Guarded: worker processes of `check -j N` import this module again under another name.
+if __name__ == "__main__":
+    sys.exit(main())

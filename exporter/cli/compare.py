@@ -11,7 +11,7 @@ import torch.utils._pytree as pytree
 from .._errors import VerificationError
 from ..trace.preserve import state_values_restored
 
-__all__ = ["Comparison", "OutputDiff", "VerificationMismatch", "check_against_eager", "compare_with_eager"]
+__all__ = ["Comparison", "OutputDiff", "VerificationMismatch", "compare_with_eager", "require_match"]
 
 
 @attrs.frozen
@@ -141,17 +141,7 @@ def compare_with_eager(
     return results
 
 
-def check_against_eager(
-    model: torch.nn.Module,
-    program: torch.export.ExportedProgram,
-    inputs: list[tuple[str, tuple[Any, ...], dict[str, Any]]],
-    *,
-    rtol: float = 1e-4,
-    atol: float = 1e-5,
-) -> list[Comparison]:
-    """``compare_with_eager``, raising ``VerificationMismatch`` (which holds the comparisons)
-    if any run fails."""
-    comparisons = compare_with_eager(model, program, inputs, rtol=rtol, atol=atol)
+def require_match(comparisons: list[Comparison], *, rtol: float, atol: float) -> None:
+    """Raise ``VerificationMismatch`` (holding the comparisons) unless every run matched."""
     if not all(c.ok for c in comparisons):
         raise VerificationMismatch(comparisons, rtol=rtol, atol=atol)
-    return comparisons

@@ -18,7 +18,7 @@ from .._pipeline import export_timed
 from .._timing import StageTimer
 from ..inputs import bind_inputs, describe_path
 from .analysis import library_versions, module_op_counts, op_histogram, range_rows, signature_rows
-from .compare import VerificationMismatch, compare_with_eager
+from .compare import compare_with_eager, require_match
 from .dynamic_flags import dynamic_shapes_from_flags
 from .loading import load_model, resolve_example_inputs
 from .report import ExportReport, describe_leaf
@@ -70,8 +70,7 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
             runs += [(f"fresh #{i}", *examples.fresh(i)) for i in range(1, settings.fresh_runs + 1)]
             report.verification = compare_with_eager(model, program, runs, rtol=settings.rtol, atol=settings.atol)
             timer.lap("verify")
-            if not all(c.ok for c in report.verification):
-                raise VerificationMismatch(report.verification, rtol=settings.rtol, atol=settings.atol)
+            require_match(report.verification, rtol=settings.rtol, atol=settings.atol)
 
         if settings.save:
             stage("saving")

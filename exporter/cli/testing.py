@@ -15,7 +15,7 @@ import torch
 
 from .._errors import ErrorInfo, ExportError
 from .._pipeline import export
-from .compare import check_against_eager
+from .compare import compare_with_eager, require_match
 from .job import run_export
 from .loading import redraw_like
 from .settings import ExportSettings
@@ -73,7 +73,7 @@ def assert_exportable(
         if verify:
             runs = [("example", args, kwargs)]
             runs += [(f"fresh #{i}", *redraw_like((args, kwargs), i)) for i in range(1, fresh_runs + 1)]
-            check_against_eager(model, program, runs, rtol=rtol, atol=atol)
+            require_match(compare_with_eager(model, program, runs, rtol=rtol, atol=atol), rtol=rtol, atol=atol)
     except ExportError as e:
         raise _not_exportable(name, ErrorInfo.from_exception(e)) from e
     return program
