@@ -1,9 +1,14 @@
-"""The benchmark script runs end to end (its figures are in the README; no time is asserted)."""
+"""The benchmark script runs end to end and refuses to time a wrong program (its figures are
+in the README; no time is asserted)."""
 
+import copy
 import importlib.util
 import pathlib
 
 import pytest
+import torch
+
+import exporter
 
 BENCH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_export.py"
 
@@ -18,8 +23,21 @@ def bench():
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-def test_bench_row_checks_outputs_and_times_both(bench, dynamic):
-    row = bench.bench_one("gpt2", 1, repeats=1, dynamic=dynamic)
+def test_a_row_times_both_tools_on_a_checked_program(bench, dynamic):
+    row = bench.bench_one("gpt2", 1, repeats=2, dynamic=dynamic)
     assert row["status"] == "ok", row.get("error")
-    assert len(row["oracle_s"]) == len(row["exporter_s"]) == 1
-    assert row["ratio"] == row["exporter_median_s"] / row["oracle_median_s"]
+    assert len(row["oracle_s"]) == len(row["exporter_s"]) == 2
+    assert all(t > 0 for t in row["oracle_s"] + row["exporter_s"])
+
+
+def test_a_program_that_differs_from_eager_is_a_failed_row_not_a_time(bench, monkeypatch):
+    def wrong_export(model, kwargs, dynamic=None):
+        other = copy.deepcopy(model)
+        with torch.no_grad():
+            next(other.parameters()).add_(1.0)
+        return exporter.export(other, (), kwargs, dynamic_shapes=dynamic)
+
+    monkeypatch.setattr(bench, "run_exporter", wrong_export)
+    row = bench.bench_one("gpt2", 1, repeats=1)
+    assert row["status"] == "FAILED" and "differs from eager" in row["error"]
+    assert "ratio" not in row

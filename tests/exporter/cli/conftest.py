@@ -1,0 +1,43 @@
+import sys
+import textwrap
+
+import pytest
+
+MODELS = textwrap.dedent(
+    """
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 3)
+            self.register_buffer("steps", torch.zeros(()))
+
+        def forward(self, x):
+            return self.lin(x).relu()
+
+    class Branchy(torch.nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x + 1
+            return x - 1
+
+    class Noisy(torch.nn.Module):
+        def forward(self, x):
+            return x + torch.rand_like(x)
+
+    example_inputs = (torch.randn(2, 4),)
+    """
+)
+
+
+@pytest.fixture
+def models(tmp_path, monkeypatch):
+    """A model file in a fresh working directory; returns the directory.
+
+    The file is imported under its own name, ``unit_models``, as the CLI imports a file."""
+    (tmp_path / "unit_models.py").write_text(MODELS)
+    monkeypatch.chdir(tmp_path)
+    sys.modules.pop("unit_models", None)
+    yield tmp_path
+    sys.modules.pop("unit_models", None)

@@ -1,0 +1,59 @@
+"""Program vs eager: per-output errors, structure checks, state put back, mismatch raised."""
+
+import pytest
+import torch
+
+import exporter
+from exporter import Category
+from exporter.cli.compare import VerificationMismatch, compare_with_eager, require_match
+
+
+class Counting(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(()))
+
+    def forward(self, x):
+        self.count.add_(1)
+        return {"sum": x.sum() + self.count, "double": x * 2}
+
+
+class Noisy(torch.nn.Module):
+    def forward(self, x):
+        return x + torch.rand_like(x) * 1e-3
+
+
+def test_runs_are_compared_per_output_from_the_same_state():
+    model = Counting()
+    program = exporter.export(model, (torch.ones(3),))
+    runs = [("example", (torch.ones(3),), {}), ("fresh", (torch.randn(3),), {})]
+    results = compare_with_eager(model, program, runs)
+    assert [(c.label, c.ok) for c in results] == [("example", True), ("fresh", True)]
+    assert [o.path for o in results[0].outputs] == ["['sum']", "['double']"]
+    assert model.count.item() == 0  # the buffer both runs updated is put back
+
+
+def test_a_mismatch_is_reported_per_output_and_raised_as_verification_error():
+    model = Noisy()
+    program = exporter.export(model, (torch.zeros(4),))
+    results = compare_with_eager(model, program, [("example", (torch.zeros(4),), {})], atol=1e-7, rtol=0)
+    diff = results[0].outputs[0]
+    assert not diff.ok and 0 < diff.max_abs < 2e-3 and results[0].failures()[0].startswith("example output: max abs error")
+    with pytest.raises(VerificationMismatch, match=r"program and eager differ \(rtol 0, atol 1e-07\): example output") as info:
+        require_match(results, atol=1e-7, rtol=0)
+    assert info.value.category is Category.VERIFICATION and info.value.rule == "matches-eager"
+    assert info.value.comparisons == results
+    require_match(compare_with_eager(model, program, [("example", (torch.zeros(4),), {})], atol=1e-2), atol=1e-2, rtol=0)
+
+
+def test_a_run_that_raises_or_changes_structure_is_a_failed_comparison():
+    program = exporter.export(torch.nn.Linear(3, 2), (torch.randn(1, 3),))
+    bad_input = compare_with_eager(torch.nn.Linear(3, 2), program, [("wrong", (torch.randn(1, 5),), {})])
+    assert not bad_input[0].ok and bad_input[0].error.startswith("RuntimeError")
+
+    class TwoOutputs(torch.nn.Module):
+        def forward(self, x):
+            return x, x
+
+    other = compare_with_eager(TwoOutputs(), exporter.export(torch.nn.ReLU(), (torch.randn(2),)), [("x", (torch.randn(2),), {})])
+    assert other[0].error.startswith("output structure differs")

@@ -1,0 +1,49 @@
+"""run_export: one export start to finish, every outcome captured in the report."""
+
+import torch
+
+from exporter import Category
+from exporter.cli.job import run_export
+from exporter.cli.settings import ExportSettings
+
+
+def test_a_good_export_is_reported_verified_and_saved(models):
+    report = run_export(ExportSettings("unit_models.py:Net", verify=True, output="out/net.pt2"))
+    assert report.ok and report.exit_code == 0 and report.error is None
+    assert report.model_name == "Net" and report.model_class == "unit_models.Net" and report.parameters == 15
+    assert report.inputs == [{"path": "args[0]", "kind": "tensor", "dtype": "float32", "shape": [2, 4]}]
+    assert report.ops == {"aten.linear.default": 1, "aten.relu.default": 1}
+    assert [c.label for c in report.verification] == ["example", "fresh #1", "fresh #2"]
+    assert all(c.ok for c in report.verification)
+    assert report.output_file == str(models / "out" / "net.pt2")
+    assert torch.export.load(report.output_file).module()(torch.ones(2, 4)).shape == (2, 3)
+    assert list(report.timings)[:3] == ["load", "inputs", "export"] and "total" in report.timings
+    assert {"export.trace", "export.passes", "verify", "save"} <= set(report.timings)
+
+
+def test_failures_are_captured_with_their_category(models):
+    failed = run_export(ExportSettings("unit_models.py:Branchy", save=False))
+    assert not failed.ok and failed.exit_code == 1
+    assert failed.error.category is Category.DATA_DEPENDENT_CONTROL_FLOW
+    branch_line = (models / "unit_models.py").read_text().splitlines().index("        if x.sum() > 0:") + 1
+    assert failed.error.location == f"{models / 'unit_models.py'}:{branch_line}"
+    assert not (models / "Branchy.pt2").exists()
+
+    missing = run_export(ExportSettings("unit_models.py:Nope"))
+    assert missing.exit_code == 2 and missing.error.is_input_error and "has no 'Nope'" in missing.error.message
+
+
+def test_a_program_that_differs_from_eager_fails_verification_and_is_not_saved(models):
+    report = run_export(ExportSettings("unit_models.py:Noisy", verify=True))
+    assert report.exit_code == 1 and report.error.type == "VerificationMismatch"
+    assert report.error.category is Category.VERIFICATION
+    assert report.error.message.startswith("program and eager differ (rtol 0.0001, atol 1e-05): example output: max abs error")
+    assert report.verification and not all(c.ok for c in report.verification)
+    assert not (models / "Noisy.pt2").exists()
+
+
+def test_dynamic_flags_become_a_dynamic_shapes_spec(models):
+    report = run_export(ExportSettings("unit_models.py:Net", save=False, dynamic=["x.0=batch:2..32"]))
+    assert report.ok, report.error
+    assert list(report.range_constraints.values()) == [[2, 32]]
+    assert report.signature["inputs"][-1]["shape"][0] != 2  # symbolic

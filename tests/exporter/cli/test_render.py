@@ -1,0 +1,85 @@
+"""Rendering reports for people: summaries, one-line verdicts, errors, the check table."""
+
+import io
+
+from rich.console import Console
+
+from exporter import Category, ErrorInfo, InputSpecError, TraceError
+from exporter.cli.check import CheckResult
+from exporter.cli.job import run_export
+from exporter.cli.render import progress, render_check, render_error, render_export, render_quiet
+from exporter.cli.report import ExportReport
+from exporter.cli.settings import ExportSettings
+
+
+def _console() -> Console:
+    return Console(file=io.StringIO(), width=100, record=True, emoji=False, color_system=None)
+
+
+def _text(console: Console) -> str:
+    return console.export_text()
+
+
+def test_a_successful_export_shows_inputs_signature_ops_tree_and_verification(models):
+    report = run_export(ExportSettings("unit_models.py:Net", verify=True, output="n.pt2"))
+    console = _console()
+    render_export(report, console, show_graph=True)
+    text = _text(console)
+    for expected in ("unit_models.Net, 15 parameters, eval mode", "inputs from example_inputs in unit_models.py",
+                     "p_lin_weight", "aten.linear.default", "Net (Net): 2 ops", "lin (Linear): 1 op",
+                     "program vs eager (rtol 0.0001, atol 1e-05)", "fresh #2", "def forward(", "saved"):
+        assert expected in text, expected
+    quiet = _console()
+    render_quiet(report, quiet)
+    assert _text(quiet).startswith("ok unit_models.py:Net: 2 ops -> ")
+
+
+def test_errors_show_category_location_and_hint_and_the_traceback_only_when_verbose():
+    try:
+        raise TraceError("it broke\nsecond line", location="m.py:3", hint="do this", category=Category.MODEL_ERROR)
+    except TraceError as e:
+        error = ErrorInfo.from_exception(e)
+    console = _console()
+    render_error(error, console)
+    text = _text(console)
+    assert "export failed: model error" in text and "at m.py:3" in text and "hint: do this" in text
+    assert "Traceback" not in text
+    verbose = _console()
+    render_error(error, verbose, verbose=True)
+    assert "Traceback" in _text(verbose)
+
+    internal = _console()
+    render_error(ErrorInfo.from_exception(KeyError("k")), internal)
+    internal_text = _text(internal)
+    assert "export failed: internal" in internal_text and "run with -v for the traceback" in internal_text
+    usage = _console()
+    render_error(ErrorInfo.from_exception(InputSpecError("bad input")), usage)
+    assert "input error" in _text(usage)
+
+
+def test_a_failed_export_in_one_line():
+    report = ExportReport(ExportSettings("m.py:M"))
+    report.error = ErrorInfo.from_exception(TraceError("first\nsecond", location="m.py:9"))
+    console = _console()
+    render_quiet(report, console)
+    assert _text(console).strip() == "FAILED m.py:M: [trace] first at m.py:9"
+
+
+def test_the_check_table_and_the_failure_panels():
+    ok = ExportReport(ExportSettings("a.py:A"), status="ok", parameters=1234, ops={"aten.relu.default": 3}, timings={"total": 0.25})
+    bad = ExportReport(ExportSettings("b.py:B"), timings={"total": 0.5})
+    bad.error = ErrorInfo.from_exception(TraceError("no good", hint="try this"))
+    console = _console()
+    render_check([CheckResult("a.py:A", ok, drift=["op histogram changed:", "  x: 0 -> 1 (+1)"]), CheckResult("b.py:B", bad)], console)
+    text = _text(console)
+    assert "1,234" in text and "2 lines" in text and "0.25s" in text
+    assert "a.py:A: drift from baseline" in text and "x: 0 -> 1 (+1)" in text
+    assert "b.py:B: trace" in text and "hint: try this" in text
+    assert "0/2 models passed" in text
+
+
+def test_progress_is_silent_off_a_terminal():
+    console = _console()
+    with progress(console) as stage:
+        stage("exporting")
+    assert _text(console) == ""

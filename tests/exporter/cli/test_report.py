@@ -1,0 +1,43 @@
+"""The report's JSON schema and exit codes."""
+
+from exporter import ErrorInfo, InputSpecError, TraceError
+from exporter.cli.compare import Comparison, OutputDiff
+from exporter.cli.report import REPORT_SCHEMA, ExportReport, describe_leaf
+from exporter.cli.settings import ExportSettings
+
+
+def test_the_json_has_every_documented_key():
+    report = ExportReport(ExportSettings("m.py:M", dynamic=["x.0=b"]), status="ok", timings={"total": 1.23456789})
+    report.verification = [Comparison("example", (OutputDiff("output", 0.0, 0.0, True),))]
+    data = report.to_json()
+    assert list(data) == [
+        "schema", "status", "model", "inputs", "output_file", "timings", "dynamic",
+        "range_constraints", "signature", "ops", "modules", "verification", "error", "versions",
+    ]
+    assert data["schema"] == REPORT_SCHEMA == "exporter.report/1"
+    assert data["timings"] == {"total": 1.234568} and data["dynamic"] == ["x.0=b"]
+    assert data["verification"]["runs"] == [
+        {"inputs": "example", "passed": True, "error": None,
+         "outputs": [{"path": "output", "max_abs": 0.0, "max_rel": 0.0, "ok": True, "note": ""}]}
+    ]
+    assert data["error"] is None and "program" not in data
+
+
+def test_exit_codes_follow_the_error():
+    report = ExportReport(ExportSettings("m.py:M"))
+    report.error = ErrorInfo.from_exception(InputSpecError("bad"))
+    assert report.exit_code == 2 and report.to_json()["error"]["category"] == "input"
+    report.error = ErrorInfo.from_exception(TraceError("broke"))
+    assert report.exit_code == 1
+    report.status, report.error = "ok", None
+    assert report.exit_code == 0
+
+
+def test_leaves_are_described_by_kind():
+    import torch
+
+    assert describe_leaf("args[0]", torch.zeros(2, 3, dtype=torch.int64)) == {
+        "path": "args[0]", "kind": "tensor", "dtype": "int64", "shape": [2, 3]
+    }
+    assert describe_leaf("kwargs['s']", 0.5) == {"path": "kwargs['s']", "kind": "constant", "value": 0.5}
+    assert describe_leaf("kwargs['d']", torch.float16)["value"] == "torch.float16"

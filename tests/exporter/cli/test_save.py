@@ -1,0 +1,32 @@
+"""Files are written whole or not at all."""
+
+import json
+
+import pytest
+import torch
+
+import exporter
+from exporter.cli.save import save_program, write_atomically, write_json
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+
+    def fail(path):
+        with open(path, "w") as f:
+            f.write("half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        write_atomically(str(target), fail)
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_json_and_programs_land_in_new_directories(tmp_path):
+    write_json(str(tmp_path / "a" / "r.json"), {"x": torch.float32})
+    assert json.loads((tmp_path / "a" / "r.json").read_text()) == {"x": "torch.float32"}
+    program = exporter.export(torch.nn.ReLU(), (torch.randn(2),))
+    save_program(program, str(tmp_path / "b" / "p.pt2"))
+    assert torch.export.load(tmp_path / "b" / "p.pt2").module()(torch.tensor([-1.0, 2.0])).tolist() == [0.0, 2.0]

@@ -1,0 +1,16 @@
+"""Settings defaults are the command line's defaults."""
+
+from exporter.cli.main import _check_parser, _export_parser
+from exporter.cli.settings import CheckSettings, ExportSettings
+
+
+def test_defaults_match_the_command_line():
+    export_args = _export_parser().parse_args(["m.py:M"])
+    settings = ExportSettings("m.py:M")
+    assert (settings.rtol, settings.atol, settings.train, settings.verify) == (
+        export_args.rtol, export_args.atol, export_args.train, export_args.verify
+    )
+    assert settings.dynamic == export_args.dynamic == []
+    check_args = _check_parser().parse_args(["m.py:M"])
+    check = CheckSettings(["m.py:M"])
+    assert (check.rtol, check.atol, check.jobs) == (check_args.rtol, check_args.atol, check_args.jobs)

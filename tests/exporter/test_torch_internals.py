@@ -1,0 +1,66 @@
+"""Canaries for the private torch APIs exporter leans on: a torch upgrade that moves one fails here first."""
+
+import torch
+
+from exporter import _torch_internals as internals
+
+
+def test_dispatcher_helpers():
+    linear = torch.ops.aten.linear.default
+    assert "aten::linear" in internals.composite_registrations()
+    assert internals.has_composite_kernel(linear)
+    x, w = torch.randn(2, 3), torch.randn(4, 3)
+    torch.testing.assert_close(internals.call_at_key(linear, internals.COMPOSITE_KEY)(x, w), x @ w.T)
+    internals.clear_dispatch_cache(linear)
+    assert isinstance(linear.py_kernels, dict)
+
+
+def test_compiler_flags_round_trip():
+    saved = internals.compiler_flags()
+    try:
+        internals.set_compiler_flags(True, True)
+        assert torch.compiler.is_compiling() and torch.compiler.is_exporting()
+    finally:
+        internals.set_compiler_flags(*saved)
+    assert internals.compiler_flags() == saved
+
+
+def test_functionalization_helpers():
+    fake_mode, mode = internals.FakeTensorMode(), internals.functional_mode()
+    with internals.enable_python_dispatcher(), fake_mode:
+        x = fake_mode.from_tensor(torch.zeros(3, 4))
+        with mode:
+            written = internals.FunctionalTensor.to_functional(x)
+            written.add_(1)
+            restrided = internals.FunctionalTensor.to_functional(x)
+            restrided.transpose_(0, 1)
+            states = internals.functional_state(written), internals.functional_state(restrided)
+            value = internals.unwrap_functional(restrided)
+    assert states == ((False, False, True), (False, True, False))
+    assert isinstance(value, internals.FakeTensor) and value.shape == (4, 3)
+    assert internals.effect_tokens(mode) == []
+
+
+def test_tracing_helpers():
+    holder = torch.nn.Module()
+    gm = internals.record_module_calls(lambda x: x.relu(), holder, {}, [torch.randn(2)])
+    assert [str(n.target) for n in gm.graph.nodes if n.op == "call_function"] == ["aten.relu.default"]
+    assert isinstance(internals.module_stack_tracer(), type)
+    assert isinstance(internals.uninteresting_files(), set)
+    internals.stack_trace_anchors()  # exists in this torch (empty or not)
+
+
+def test_symbolic_helpers():
+    shape_env = internals.ShapeEnv()
+    mode = internals.FakeTensorMode(shape_env=shape_env)
+    context = internals.StatelessSymbolicContext(
+        dynamic_sizes=[internals.DimDynamic.DYNAMIC], constraint_sizes=[None]
+    )
+    fake = mode.from_tensor(torch.randn(5), symbolic_context=context, source=internals.ConstantSource("x"))
+    size = fake.shape[0]
+    assert isinstance(size, torch.SymInt)
+    assert internals.raw_expr(size).is_Symbol
+    with mode:
+        made = internals.symbolic_tensor([size])
+    assert made.shape == (1,)
+    assert internals.sym_sqrt(4.0) == 2.0

@@ -1,0 +1,75 @@
+"""Failures inside forward explained: the category, the user's line, the next step; the eager check."""
+
+import os
+
+import pytest
+import torch
+
+import exporter
+from exporter import Category, TraceError
+from exporter._torch_internals import DynamicOutputShapeException, GuardOnDataDependentSymNode
+from exporter.trace.explain import eager_failure, explain, is_library_frame, user_location
+
+HERE = os.path.abspath(__file__)
+
+
+def _raised_here(error: Exception) -> Exception:
+    try:
+        raise error  # the user's line, as far as explain can tell
+    except Exception as e:  # noqa: BLE001
+        return e
+
+
+@pytest.mark.parametrize(
+    "error, category, words",
+    [
+        (GuardOnDataDependentSymNode(None, "Could not guard on data-dependent expression u0 > 0"),
+         Category.DATA_DEPENDENT_CONTROL_FLOW, "needs the value of a tensor"),
+        (DynamicOutputShapeException(torch.ops.aten.nonzero.default), Category.DATA_DEPENDENT_OUTPUT_SHAPE,
+         "output shape that depends on tensor data"),
+        (NotImplementedError("no fake impl registered for mylib::op"), Category.UNSUPPORTED_OPERATOR,
+         "cannot run on fake tensors"),
+        (ValueError("bad config"), Category.MODEL_ERROR, "raised ValueError while running on fake tensors"),
+    ],
+)
+def test_explain_names_the_category_line_and_next_step(error, category, words):
+    explained = explain(_raised_here(error))
+    assert isinstance(explained, TraceError) and explained.category is category
+    assert words in explained.message and explained.hint
+    assert explained.location.startswith(f"{HERE}:")
+
+
+def test_library_frames_are_torch_exporter_and_the_standard_library():
+    assert is_library_frame(torch.__file__)
+    assert is_library_frame(exporter.__file__)
+    assert is_library_frame(exporter.passes.__file__) and is_library_frame(exporter.verifier.__file__)
+    assert is_library_frame(os.__file__) and is_library_frame("<string>")
+    assert not is_library_frame(HERE)
+
+
+def test_user_location_is_the_innermost_user_frame():
+    error = _raised_here(RuntimeError("x"))
+    assert user_location(error) == f"{HERE}:{_raised_here.__code__.co_firstlineno + 2}"
+
+
+class CountsCalls(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = torch.nn.BatchNorm1d(4)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if x.shape[0] > 8:
+            raise ValueError("too many rows")
+        return self.bn(x)
+
+
+def test_eager_failure_runs_the_model_and_puts_everything_back():
+    model = CountsCalls().train()
+    stats = model.bn.running_mean.clone()
+    assert eager_failure(model, (torch.randn(3, 4),), {}) == (True, None)
+    ran, failure = eager_failure(model, (torch.randn(9, 4),), {})
+    assert ran and isinstance(failure, ValueError)
+    torch.testing.assert_close(model.bn.running_mean, stats)
+    assert model.calls == 0

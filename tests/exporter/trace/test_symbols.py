@@ -1,0 +1,55 @@
+"""Fake inputs: static state (tied weights share one fake), symbols only for declared-dynamic dims."""
+
+import torch
+from torch.export import Dim
+
+from exporter.inputs import bind_inputs, plan_dynamic_shapes
+from exporter.trace.symbols import InputSource, fake_inputs, new_fake_mode, source_name
+
+
+class Pair(torch.nn.Module):
+    def forward(self, x, rest):
+        return x + rest["y"]
+
+
+def _fakes(spec):
+    model = Pair()
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    bound = bind_inputs(model, (x, {"y": y}), {})
+    plan = plan_dynamic_shapes(model, bound, spec) if spec is not None else None
+    mode = new_fake_mode(model)
+    weight = torch.randn(3)
+    return mode, fake_inputs(mode, [weight, weight], bound, plan)
+
+
+def test_a_static_export_has_no_symbols_and_tied_state_shares_one_fake():
+    _, fakes = _fakes(None)
+    weight, tied, x, y = fakes.inputs
+    assert weight is tied
+    assert all(isinstance(s, int) for t in (x, y) for s in t.shape)
+    assert fakes.tracked == [] and fakes.equalities is None
+
+
+def test_declared_dims_become_symbols_named_like_torch_exports():
+    batch = Dim("batch", max=64)
+    mode, fakes = _fakes({"x": {0: batch}, "rest": {"y": {0: batch, 1: Dim.AUTO}}})
+    x, y = fakes.inputs[2:]
+    assert isinstance(x.shape[0], torch.SymInt) and isinstance(x.shape[1], int)
+    assert all(isinstance(s, torch.SymInt) for s in y.shape)
+    assert [(t.leaf, t.source.name) for t in fakes.tracked] == [(0, "L['x']"), (1, "L['rest']['y']")]
+    assert len(fakes.equalities.source_pairs) == 1  # x.shape[0] == y.shape[0]: one Dim
+    vr = mode.shape_env.var_to_range[x.shape[0].node.expr]
+    assert (int(vr.lower), int(vr.upper)) == (2, 64)
+
+
+def test_a_derived_dim_with_no_named_root_gets_a_phantom_root():
+    half = Dim("half")
+    _, fakes = _fakes({"x": {1: 2 * half}, "rest": {"y": None}})
+    assert len(fakes.equalities.derived_equalities) == 1
+    assert len(fakes.equalities.phantom_symbols) == 1
+
+
+def test_sources_are_named_from_the_forward_path():
+    assert source_name(("x",)) == "L['x']"
+    assert source_name(("inputs", "a", 0)) == "L['inputs']['a'][0]"
+    assert InputSource("L['x']").name == "L['x']"

@@ -1,0 +1,33 @@
+import pytest
+import torch
+
+from exporter.passes import insert_runtime_asserts
+from tests.support import call_targets, traced_state
+
+
+class Checked(torch.nn.Module):
+    def forward(self, x, n):
+        k = n.item()
+        torch._check(k >= 2)
+        torch._check(k <= 6)
+        return x[:k]
+
+
+def test_facts_about_data_dependent_sizes_become_asserts_that_run():
+    state = traced_state(Checked(), (torch.randn(8), torch.tensor(3)), until=insert_runtime_asserts)
+    assert torch.ops.aten._assert_scalar.default not in call_targets(state.gm)
+
+    assert insert_runtime_asserts(state) is True
+
+    asserts = [n for n in state.gm.graph.nodes if n.target is torch.ops.aten._assert_scalar.default]
+    assert len(asserts) == 2 and all("val" in n.meta for n in asserts)
+    state.gm.recompile()
+    x = torch.randn(8)
+    torch.testing.assert_close(state.gm(x, torch.tensor(4))[0], x[:4])
+    with pytest.raises(RuntimeError, match="u0 <= 6"):
+        state.gm(x, torch.tensor(7))
+
+
+def test_a_static_model_gets_no_asserts():
+    state = traced_state(torch.nn.ReLU(), (torch.randn(3),), until=insert_runtime_asserts)
+    assert insert_runtime_asserts(state) is False
