@@ -25,9 +25,14 @@ stack traces recorded cheaply          ``_ModuleStackTracer.create_node`` and
 lazy graph modules                     ``torch.fx._lazy_graph_module._use_lazy_graph_module``
 ``builtins.max``/``min``,              ``torch._export.non_strict_utils._override_builtin_ops``
 ``math.pow``
-indexing with sizes, ``torch.tensor``  ``_NonStrictTorchFunctionHandler`` (a thread-local
-of sizes                               TorchFunctionMode, entered here for the same scope)
+``Tensor.__getitem__`` with sizes,     the ``__getitem__`` and ``torch.tensor`` rewrites of
+``torch.tensor`` of sizes              ``_NonStrictTorchFunctionHandler``
 =====================================  ================================================
+
+The Python-level replacements (the last two rows) act only in the thread that traces;
+other threads calling ``max`` or indexing a tensor meanwhile get the originals.  (They
+replace the functions themselves rather than entering a TorchFunctionMode, as torch does:
+a mode sees every torch call of the trace, which cost 4-8% of a static export.)
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ from .kernels import (
     forget_composite_kernels,
     functional_composite_ops,
 )
-from .python_ops import SymbolicIndexing, builtin_max, builtin_min, power
+from .python_ops import builtin_max, builtin_min, power, tensor_factory, tensor_getitem
 from .stacks import user_stack_trace
 
 __all__ = ["EXPORT_LOCK", "NodeHook", "tracing_patches"]
@@ -88,8 +93,7 @@ def tracing_patches(on_node: NodeHook | None = None) -> Iterator[None]:
         stack.enter_context(_conversions_checked())
         stack.enter_context(_node_recording(on_node))
         stack.enter_context(use_lazy_graph_module(True))
-        stack.enter_context(_python_builtins())
-        stack.enter_context(SymbolicIndexing())
+        stack.enter_context(_python_semantics())
         yield
 
 
@@ -205,11 +209,42 @@ def _node_recording(on_node: NodeHook | None) -> Iterator[None]:
         torch.fx.config.do_not_emit_stack_traces = saved_flag
 
 
+_THIS_THREAD = threading.local()
+"""``tracing`` is True in the thread whose trace installed the Python-level replacements."""
+
+
+def _in_tracing_thread(replacement, real):
+    def guarded(*args, **kwargs):
+        if getattr(_THIS_THREAD, "tracing", False):
+            return replacement(*args, **kwargs)
+        return real(*args, **kwargs)
+
+    return guarded
+
+
+# (owner, attribute, replacement factory): each replacement is made from the original.
+_PYTHON_REPLACEMENTS = (
+    (builtins, "max", builtin_max),
+    (builtins, "min", builtin_min),
+    (math, "pow", power),
+    (torch.Tensor, "__getitem__", tensor_getitem),
+    (torch, "tensor", tensor_factory),
+)
+
+
 @contextlib.contextmanager
-def _python_builtins() -> Iterator[None]:
-    saved = builtins.max, builtins.min, math.pow
-    builtins.max, builtins.min, math.pow = builtin_max(saved[0]), builtin_min(saved[1]), power(saved[2])
+def _python_semantics() -> Iterator[None]:
+    saved = [(owner, name, owner.__dict__.get(name), getattr(owner, name)) for owner, name, _ in _PYTHON_REPLACEMENTS]
+    was_tracing = getattr(_THIS_THREAD, "tracing", False)
     try:
+        for (owner, name, make), (_, _, _, real) in zip(_PYTHON_REPLACEMENTS, saved):
+            setattr(owner, name, _in_tracing_thread(make(real), real))
+        _THIS_THREAD.tracing = True
         yield
     finally:
-        builtins.max, builtins.min, math.pow = saved
+        _THIS_THREAD.tracing = was_tracing
+        for owner, name, own, _ in saved:
+            if own is not None:
+                setattr(owner, name, own)
+            elif name in owner.__dict__:
+                delattr(owner, name)  # it was inherited (Tensor.__getitem__ comes from TensorBase)

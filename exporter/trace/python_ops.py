@@ -11,8 +11,9 @@ fixes or narrows it, where torch.export keeps the size symbolic:
   guards on its value: here it is the equivalent ``select`` / ``slice`` / ``unsqueeze``;
 * ``torch.tensor([n])`` reads the example value of ``n``: here it records the size.
 
-``patches.tracing_patches`` installs these for every trace, static or dynamic, so a model
-means the same Python with and without ``dynamic_shapes``.
+Each replacement is made from the function it replaces (``real``) and falls back to it
+for anything else.  ``patches.tracing_patches`` installs them for every trace, static or
+dynamic, so a model means the same Python with and without ``dynamic_shapes``.
 """
 
 from __future__ import annotations
@@ -21,11 +22,10 @@ import functools
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from .._torch_internals import symbolic_tensor
 
-__all__ = ["SymbolicIndexing", "builtin_max", "builtin_min", "power"]
+__all__ = ["builtin_max", "builtin_min", "power", "tensor_factory", "tensor_getitem"]
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -87,23 +87,33 @@ def _index_steps(t: torch.Tensor, items: list[Any]):
     return steps
 
 
-class SymbolicIndexing(TorchFunctionMode):
-    """Indexing with a size, and ``torch.tensor`` of sizes, recorded without reading the size."""
+def tensor_getitem(real):
+    """``Tensor.__getitem__`` that indexes with sizes through ``select`` / ``slice`` /
+    ``unsqueeze``; any other index goes to ``real``."""
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is torch.Tensor.__getitem__ and len(args) == 2 and isinstance(args[0], torch.Tensor):
-            items = list(args[1]) if isinstance(args[1], tuple) else [args[1]]
-            if any(_is_symbolic_index(i) for i in items):
-                steps = _index_steps(args[0], items)
-                if steps is not None:
-                    out = args[0]
-                    for op, op_args in steps:
-                        out = op(out, *op_args)
-                    return out
-        if func is torch.tensor and args and any(isinstance(v, _SYMBOLIC) for v in _leaves(args[0])):
-            return symbolic_tensor(*args, **kwargs)
-        return func(*args, **kwargs)
+    def getitem(self, index):
+        items = list(index) if isinstance(index, tuple) else [index]
+        if any(_is_symbolic_index(i) for i in items):
+            steps = _index_steps(self, items)
+            if steps is not None:
+                out = self
+                for op, op_args in steps:
+                    out = op(out, *op_args)
+                return out
+        return real(self, index)
+
+    return getitem
+
+
+def tensor_factory(real):
+    """``torch.tensor`` that records symbolic values instead of reading their example values."""
+
+    def tensor(data, *args, **kwargs):
+        if any(isinstance(v, _SYMBOLIC) for v in _leaves(data)):
+            return symbolic_tensor(data, *args, **kwargs)
+        return real(data, *args, **kwargs)
+
+    return tensor
 
 
 def _leaves(value: Any):
@@ -114,14 +124,30 @@ def _leaves(value: Any):
         yield value
 
 
+def _plain(value: Any) -> bool:
+    return type(value) in (int, float, bool)
+
+
+def _symbolic_min_max(real, tensor_op, sym_op, clamp_key):
+    def min_max(*args, **kwargs):
+        # Plain numbers are by far the most common case (torch's own shape code): skip the rest.
+        if not kwargs and len(args) == 2 and _plain(args[0]) and _plain(args[1]):
+            return real(*args)
+        if not kwargs and len(args) == 1 and type(args[0]) in (list, tuple) and all(map(_plain, args[0])):
+            return real(*args)
+        return _min_max(*args, real=real, tensor_op=tensor_op, sym_op=sym_op, clamp_key=clamp_key, **kwargs)
+
+    return min_max
+
+
 def builtin_max(real):
     """``max`` that keeps tensors and sizes symbolic, falling back to ``real`` otherwise."""
-    return functools.partial(_min_max, real=real, tensor_op=torch.maximum, sym_op=torch.sym_max, clamp_key="min")
+    return _symbolic_min_max(real, torch.maximum, torch.sym_max, "min")
 
 
 def builtin_min(real):
     """``min`` that keeps tensors and sizes symbolic, falling back to ``real`` otherwise."""
-    return functools.partial(_min_max, real=real, tensor_op=torch.minimum, sym_op=torch.sym_min, clamp_key="max")
+    return _symbolic_min_max(real, torch.minimum, torch.sym_min, "max")
 
 
 def power(real):

@@ -4,11 +4,12 @@ import pytest
 import torch
 
 import exporter
-from exporter import PassError, VerificationError
+from exporter import Category, PassError, TraceError, VerificationError
 from exporter.inputs import bind_inputs
 from exporter._pipeline import run_passes
 from exporter.trace import trace
 from exporter.passes import DEFAULT_PASSES, eliminate_dead_code, lift_constants
+from tests.passes.test_lift_constants import AliasesParameter
 
 
 def _state():
@@ -24,6 +25,23 @@ def test_a_crashing_pass_is_named_with_the_passes_before_it():
         run_passes(_state(), (eliminate_dead_code, lift_constants, broken_pass))
     assert info.value.pass_name == "broken_pass"
     assert info.value.completed == ("eliminate_dead_code", "lift_constants")
+
+
+def test_a_problem_with_the_model_found_in_a_pass_stays_the_users_error():
+    # a constant sharing memory with a parameter is the model's problem, not exporter's bug
+    with pytest.raises(TraceError, match=r"'weight_t' shares memory with 'lin.weight'") as info:
+        exporter.export(AliasesParameter(), (torch.randn(2, 3),))
+    assert type(info.value) is TraceError and info.value.category is Category.CONSTANT
+
+
+def test_an_invariant_a_pass_finds_broken_is_a_pass_error_named_with_its_pass():
+    def breaks_a_target(state):
+        state.input_specs[0].target = "nowhere"
+        return True
+
+    with pytest.raises(PassError, match=r"pass restore_fqns failed \(after breaks_a_target\): input arg0_1 targets 'nowhere', which is not a parameter of Linear") as info:
+        run_passes(_state(), (breaks_a_target, exporter.passes.restore_fqns))
+    assert info.value.pass_name == "restore_fqns" and info.value.completed == ("breaks_a_target",)
 
 
 def test_verify_each_pass_catches_a_pass_that_breaks_the_ir(monkeypatch):

@@ -34,7 +34,8 @@ def _global_state():
         "compiler flags": compiler_flags(),
         "mkldnn": torch.backends.mkldnn.enabled,
         "grad": torch.is_grad_enabled(),
-        "torch function mode": torch._C._is_torch_function_mode_enabled(),
+        "getitem": torch.Tensor.__dict__.get("__getitem__"),
+        "tensor": torch.tensor,
     }
 
 
@@ -93,6 +94,21 @@ def test_a_kernel_registered_during_the_patches_survives_them():
     finally:
         op.py_kernels.pop(key, None)
         op._dispatch_cache.clear()
+
+
+def test_python_replacements_act_only_in_the_tracing_thread():
+    seen = {}
+
+    def other_thread():
+        seen["max"] = max(torch.tensor([0.2]), 0.5)  # eager Python: the larger of the two, a float
+        seen["pow"] = math.pow(2, 3)
+
+    with tracing_patches():
+        assert torch.equal(max(torch.tensor([0.2]), 0.5), torch.tensor([0.5]))  # here: clamp
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join()
+    assert seen == {"max": 0.5, "pow": 8.0}
 
 
 def test_exports_in_two_threads_take_turns():
