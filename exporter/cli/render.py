@@ -173,7 +173,7 @@ def render_quiet(report, console: Console) -> None:
     if report.ok:
         where = f" -> {report.output_file}" if report.output_file else ""
         console.print(
-            f"ok {report.settings.model}: {sum(report.ops.values())} ops{where} ({seconds:.2f} s)",
+            f"ok {report.settings.model}: {_ops(sum(report.ops.values()))}{where} ({seconds:.2f} s)",
             highlight=False,
             soft_wrap=True,
         )

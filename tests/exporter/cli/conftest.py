@@ -1,3 +1,5 @@
+"""A model file shared by the command-line tests (as a subprocess and in process)."""
+
 import sys
 import textwrap
 
@@ -8,13 +10,14 @@ MODELS = textwrap.dedent(
     import torch
 
     class Net(torch.nn.Module):
-        def __init__(self):
+        def __init__(self, hidden: int = 8):
             super().__init__()
-            self.lin = torch.nn.Linear(4, 3)
-            self.register_buffer("steps", torch.zeros(()))
+            if hidden < 0:
+                raise ValueError("hidden must be positive")
+            self.lin = torch.nn.Linear(16, hidden)
 
         def forward(self, x):
-            return self.lin(x).relu()
+            return self.lin(x)
 
     class Branchy(torch.nn.Module):
         def forward(self, x):
@@ -26,7 +29,15 @@ MODELS = textwrap.dedent(
         def forward(self, x):
             return x + torch.rand_like(x)
 
-    example_inputs = (torch.randn(2, 4),)
+    example_inputs = (torch.randn(3, 16),)
+
+    def make_net():
+        return Net(4)
+
+    instance = Net(2)
+
+    def not_a_model():
+        return 3
     """
 )
 

@@ -11,7 +11,7 @@ def test_a_baseline_is_recorded_then_held(models):
     first = run_check(CheckSettings(["unit_models.py:Net"], baseline=baseline, update_baseline=True))
     assert [(r.status, r.note, r.passed) for r in first] == [("ok", "baseline recorded", True)]
 
-    (models / "unit_models.py").write_text((models / "unit_models.py").read_text().replace(".relu()", ".sigmoid()"))
+    (models / "unit_models.py").write_text((models / "unit_models.py").read_text().replace("return self.lin(x)", "return self.lin(x).sigmoid()"))
     del sys.modules["unit_models"]  # loaded again from the changed file
     drifted = run_check(CheckSettings(["unit_models.py:Net"], baseline=baseline))
     assert drifted[0].status == "drift" and not drifted[0].passed

@@ -10,13 +10,13 @@ from exporter.cli.settings import ExportSettings
 def test_a_good_export_is_reported_verified_and_saved(models):
     report = run_export(ExportSettings("unit_models.py:Net", verify=True, output="out/net.pt2"))
     assert report.ok and report.exit_code == 0 and report.error is None
-    assert report.model_name == "Net" and report.model_class == "unit_models.Net" and report.parameters == 15
-    assert report.inputs == [{"path": "args[0]", "kind": "tensor", "dtype": "float32", "shape": [2, 4]}]
-    assert report.ops == {"aten.linear.default": 1, "aten.relu.default": 1}
+    assert report.model_name == "Net" and report.model_class == "unit_models.Net" and report.parameters == 136
+    assert report.inputs == [{"path": "args[0]", "kind": "tensor", "dtype": "float32", "shape": [3, 16]}]
+    assert report.ops == {"aten.linear.default": 1}
     assert [c.label for c in report.verification] == ["example", "fresh #1", "fresh #2"]
     assert all(c.ok for c in report.verification)
     assert report.output_file == str(models / "out" / "net.pt2")
-    assert torch.export.load(report.output_file).module()(torch.ones(2, 4)).shape == (2, 3)
+    assert torch.export.load(report.output_file).module()(torch.ones(3, 16)).shape == (3, 8)
     assert list(report.timings)[:3] == ["load", "inputs", "export"] and "total" in report.timings
     assert {"export.trace", "export.passes", "verify", "save"} <= set(report.timings)
 

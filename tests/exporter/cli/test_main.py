@@ -12,44 +12,10 @@ import textwrap
 import pytest
 import torch
 
+from tests.exporter.cli.conftest import MODELS
+
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples")
 EXAMPLES = os.path.abspath(EXAMPLES)
-
-MODELS = textwrap.dedent(
-    """
-    import torch
-
-    class Net(torch.nn.Module):
-        def __init__(self, hidden: int = 8):
-            super().__init__()
-            if hidden < 0:
-                raise ValueError("hidden must be positive")
-            self.lin = torch.nn.Linear(16, hidden)
-
-        def forward(self, x):
-            return self.lin(x)
-
-    class Branchy(torch.nn.Module):
-        def forward(self, x):
-            if x.sum() > 0:
-                return x + 1
-            return x - 1
-
-    class Noisy(torch.nn.Module):
-        def forward(self, x):
-            return x + torch.rand_like(x)
-
-    example_inputs = (torch.randn(3, 16),)
-
-    def make_net():
-        return Net(4)
-
-    instance = Net(2)
-
-    def not_a_model():
-        return 3
-    """
-)
 
 INPUTS = textwrap.dedent(
     """

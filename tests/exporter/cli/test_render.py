@@ -25,13 +25,13 @@ def test_a_successful_export_shows_inputs_signature_ops_tree_and_verification(mo
     console = _console()
     render_export(report, console, show_graph=True)
     text = _text(console)
-    for expected in ("unit_models.Net, 15 parameters, eval mode", "inputs from example_inputs in unit_models.py",
-                     "p_lin_weight", "aten.linear.default", "Net (Net): 2 ops", "lin (Linear): 1 op",
+    for expected in ("unit_models.Net, 136 parameters, eval mode", "inputs from example_inputs in unit_models.py",
+                     "p_lin_weight", "aten.linear.default", "Net (Net): 1 op", "lin (Linear): 1 op",
                      "program vs eager (rtol 0.0001, atol 1e-05)", "fresh #2", "def forward(", "saved"):
         assert expected in text, expected
     quiet = _console()
     render_quiet(report, quiet)
-    assert _text(quiet).startswith("ok unit_models.py:Net: 2 ops -> ")
+    assert _text(quiet).startswith("ok unit_models.py:Net: 1 op -> ")
 
 
 def test_errors_show_category_location_and_hint_and_the_traceback_only_when_verbose():
