@@ -19,10 +19,18 @@ SOURCE_DIRS = {"exporter": ROOT / "exporter", "exporter.passes": ROOT / "passes"
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> pathlib.Path:
-    """The project installed as ``pip install .`` installs it (no dependencies) into an empty directory."""
+    """The project installed as ``pip install .`` installs it (no dependencies) into an empty directory.
+
+    Built from a copy of the sources: a build writes into the tree it builds, and test
+    workers running in parallel must not share one."""
+    source = tmp_path_factory.mktemp("source")
+    for name in ("exporter", "passes", "verifier"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
     target = tmp_path_factory.mktemp("site")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(target), str(ROOT)],
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target", str(target), str(source)],
         check=True,
         capture_output=True,
     )
