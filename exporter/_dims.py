@@ -99,6 +99,8 @@ class DynamicPlan:
     """Named (non-derived) Dims by name, including roots only derived Dims mention."""
     spec: Any
     """The ``dynamic_shapes`` value as the user gave it."""
+    scalars: dict[int, DimRequest] = attrs.field(factory=dict)
+    """Int inputs declared ``Dim.AUTO`` or ``Dim.DYNAMIC``: traced as symbolic ints."""
 
     def dims(self) -> list[tuple[int, int, DimRequest]]:
         """(leaf, dimension, request) of every entry, in input order."""

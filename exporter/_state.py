@@ -11,23 +11,32 @@ from torch.export.graph_signature import ExportGraphSignature, InputSpec, Output
 from torch.utils._pytree import KeyPath, TreeSpec
 
 from ._dims import DynamicPlan
-from ._torch_internals import EqualityConstraint, FakeTensorMode, Source, StatelessSymbolicContext, ValueRanges
+from ._torch_internals import (
+    EqualityConstraint,
+    FakeTensorMode,
+    Source,
+    StatelessSymbolicContext,
+    SymIntSymbolicContext,
+    ValueRanges,
+)
 
 __all__ = ["ExportState", "TrackedInput"]
 
 
 @attrs.frozen
 class TrackedInput:
-    """A user tensor input traced with symbolic sizes, as the ShapeEnv knows it."""
+    """A user input traced symbolically (a tensor with symbolic sizes, or a symbolic int),
+    as the ShapeEnv knows it."""
 
     leaf: int
     """Index among the flat user inputs."""
-    fake: torch.Tensor
-    """Its fake tensor, with a symbol for each dynamic dimension."""
+    fake: torch.Tensor | torch.SymInt
+    """Its fake tensor, with a symbol for each dynamic dimension, or its symbolic int."""
     source: Source
     """Where it comes from (``L['x']``); the ShapeEnv names its guards after it."""
-    context: StatelessSymbolicContext
-    """Which dimensions were made dynamic, and their declared constraints."""
+    context: StatelessSymbolicContext | SymIntSymbolicContext | None
+    """Which dimensions were made dynamic and their declared constraints (None: an int
+    that may become a constant)."""
 
 
 @attrs.define(eq=False)
@@ -78,3 +87,11 @@ class ExportState:
     @property
     def signature(self) -> ExportGraphSignature:
         return ExportGraphSignature(input_specs=self.input_specs, output_specs=self.output_specs)
+
+    def replace_node(self, old: torch.fx.Node, new: torch.fx.Node) -> None:
+        """Make every user of ``old`` (and every spec naming it) use ``new``, then erase ``old``."""
+        old.replace_all_uses_with(new)
+        for spec in (*self.input_specs, *self.output_specs):
+            if getattr(spec.arg, "name", None) == old.name:
+                spec.arg.name = new.name
+        old.graph.erase_node(old)

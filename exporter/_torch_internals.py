@@ -10,6 +10,7 @@ module or reads an underscored torch attribute; a torch upgrade starts here.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -34,6 +35,7 @@ from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTens
 from torch.export.dynamic_shapes import Dim, _DerivedDim as DerivedDim, _DimHint as DimHint, _DimHintType as DimHintType
 from torch.export.exported_program import ModuleCallEntry, ModuleCallSignature
 from torch.fx._lazy_graph_module import _use_lazy_graph_module as use_lazy_graph_module
+from torch.fx._pytree import register_pytree_flatten_spec as register_flatten_spec
 from torch.fx.experimental import proxy_tensor
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import (
@@ -45,11 +47,13 @@ from torch.fx.experimental.symbolic_shapes import (
     ShapeEnv,
     StatelessSymbolicContext,
     StrictMinMaxConstraint,
+    SymIntSymbolicContext,
     free_unbacked_symbols,
     uninteresting_files,
 )
 from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 from torch.nn.utils.stateless import _reparametrize_module as reparametrize_module
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
@@ -82,6 +86,7 @@ __all__ = [
     "Source",
     "StatelessSymbolicContext",
     "StrictMinMaxConstraint",
+    "SymIntSymbolicContext",
     "TensorProperty",
     "TensorPropertySource",
     "TracingContext",
@@ -101,12 +106,15 @@ __all__ = [
     "has_composite_kernel",
     "has_effects",
     "insert_deferred_runtime_asserts",
+    "is_traceable_wrapper_subclass",
     "int_oo",
+    "loaded_dynamo_config",
     "make_fx",
     "module_stack_tracer",
     "proxy_tensor",
     "raw_expr",
     "record_module_calls",
+    "register_flatten_spec",
     "reparametrize_module",
     "set_compiler_flags",
     "should_decompose_because_unsafe",
@@ -158,6 +166,14 @@ def compiler_flags() -> tuple[bool, bool]:
 def set_compiler_flags(compiling: bool, exporting: bool) -> None:
     torch.compiler._is_compiling_flag = compiling
     torch.compiler._is_exporting_flag = exporting
+
+
+def loaded_dynamo_config() -> Any:
+    """Dynamo's config module if something already imported Dynamo, else None.
+
+    Higher-order ops such as ``torch.cond`` and ``while_loop`` compile their bodies with
+    Dynamo; importing it ourselves would cost every export half a second."""
+    return sys.modules.get("torch._dynamo.config")
 
 
 # -- tracing internals ---------------------------------------------------------------------

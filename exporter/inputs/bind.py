@@ -16,8 +16,9 @@ import torch
 import torch.utils._pytree as pytree
 
 from .._errors import InputSpecError
+from .module_inputs import register_module_inputs
 
-__all__ = ["BoundInputs", "bind_inputs", "describe_path", "key_values"]
+__all__ = ["BoundInputs", "Fields", "bind_inputs", "describe_path", "dispatches_like_a_tensor", "key_values"]
 
 # Leaf types a program input may hold.  Tensors become placeholders with shapes; the others
 # are specialized into the program and kept in the signature as constant arguments.
@@ -47,7 +48,14 @@ class BoundInputs:
         """The inputs keyed by the forward() names of ``paths``, nested as plain lists and
         dicts of their leaves (the shape a ``dynamic_shapes`` spec follows)."""
         keyed = [(key_values(path), leaf) for path, leaf in zip(self.paths, self.flat)]
-        return {name: _rebuild([(k[1:], v) for k, v in keyed if k[0] == name]) for name in dict.fromkeys(k[0] for k, _ in keyed)}
+        # containers whose children are reached by attribute (dataclasses, namedtuples)
+        attribute_paths = {
+            key_values(path[:i]) for path in self.paths for i, k in enumerate(path) if isinstance(k, pytree.GetAttrKey)
+        }
+        return {
+            name: _rebuild([(k[1:], v) for k, v in keyed if k[0] == name], {p[1:] for p in attribute_paths if p[:1] == (name,)})
+            for name in dict.fromkeys(k[0] for k, _ in keyed)
+        }
 
 
 def key_values(path: pytree.KeyPath) -> tuple[Any, ...]:
@@ -65,8 +73,13 @@ def _key_value(key: Any) -> Any:
     return key
 
 
-def _rebuild(entries: list[tuple[tuple[Any, ...], Any]]) -> Any:
-    """Nested lists (for runs of keys 0..n-1) and dicts holding the leaves at their key paths."""
+class Fields(dict):
+    """A container whose leaves are attributes (a dataclass or namedtuple), as a dict by field name."""
+
+
+def _rebuild(entries: list[tuple[tuple[Any, ...], Any]], attribute_paths: set[tuple[Any, ...]]) -> Any:
+    """Nested lists (for runs of keys 0..n-1) and dicts holding the leaves at their key paths;
+    containers reached through attribute keys (``attribute_paths``) are ``Fields``."""
     if len(entries) == 1 and not entries[0][0]:
         return entries[0][1]
     root: dict = {}
@@ -76,14 +89,16 @@ def _rebuild(entries: list[tuple[tuple[Any, ...], Any]]) -> Any:
             node = node.setdefault(key, {})
         node[path[-1]] = value
 
-    def to_containers(node: Any) -> Any:
+    def to_containers(node: Any, path: tuple[Any, ...]) -> Any:
         if not isinstance(node, dict):
             return node
+        if path in attribute_paths:
+            return Fields({k: to_containers(v, (*path, k)) for k, v in node.items()})
         if all(isinstance(k, int) for k in node) and sorted(node) == list(range(len(node))):
-            return [to_containers(node[i]) for i in range(len(node))]
-        return {k: to_containers(v) for k, v in node.items()}
+            return [to_containers(node[i], (*path, i)) for i in range(len(node))]
+        return {k: to_containers(v, (*path, k)) for k, v in node.items()}
 
-    return to_containers(root)
+    return to_containers(root, ())
 
 
 def describe_path(path: pytree.KeyPath) -> str:
@@ -117,6 +132,9 @@ def bind_inputs(model: torch.nn.Module, args: Any, kwargs: Any) -> BoundInputs:
             f"args must be a tuple of positional inputs, got {type(args).__name__}",
             hint="for a single input x, pass args=(x,)",
         )
+    # The positional inputs are the tuple's items, whatever tuple type holds them (a
+    # namedtuple of arguments, say), as torch.export reads them.
+    args = tuple(args)
     kwargs = {} if kwargs is None else kwargs
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
         raise InputSpecError(
@@ -138,6 +156,7 @@ def bind_inputs(model: torch.nn.Module, args: Any, kwargs: Any) -> BoundInputs:
                 hint="give one example value per forward() argument, positional ones in args",
             ) from None
 
+    register_module_inputs((args, kwargs))
     flat_with_paths, in_spec = pytree.tree_flatten_with_path((args, kwargs))
     flat = [leaf for _, leaf in flat_with_paths]
     for path, leaf in flat_with_paths:
@@ -160,7 +179,7 @@ def bind_inputs(model: torch.nn.Module, args: Any, kwargs: Any) -> BoundInputs:
 
 def _check_tensor_leaf(path: pytree.KeyPath, leaf: torch.Tensor) -> None:
     where = describe_path(path)
-    if type(leaf) not in (torch.Tensor, torch.nn.Parameter) and not _is_plain_subclass(leaf):
+    if not dispatches_like_a_tensor(leaf):
         raise InputSpecError(
             f"{where} is a tensor subclass {type(leaf).__qualname__}, which export does not support",
             hint="pass a plain torch.Tensor",
@@ -177,9 +196,10 @@ def _check_tensor_leaf(path: pytree.KeyPath, leaf: torch.Tensor) -> None:
         )
 
 
-def _is_plain_subclass(t: torch.Tensor) -> bool:
-    # Subclasses that only add Python methods behave like plain tensors under dispatch.
-    return type(t).__torch_dispatch__ is torch.Tensor.__torch_dispatch__
+def dispatches_like_a_tensor(t: torch.Tensor) -> bool:
+    """A plain tensor or parameter, or a subclass that only adds Python methods (no
+    ``__torch_dispatch__`` of its own): the tracer sees its ops as a plain tensor's."""
+    return type(t) in (torch.Tensor, torch.nn.Parameter) or type(t).__torch_dispatch__ is torch.Tensor.__torch_dispatch__
 
 
 def _forward_paths(signature, args, kwargs, n_leaves: int) -> list[pytree.KeyPath]:

@@ -16,13 +16,15 @@ import difflib
 import inspect
 from typing import Any
 
+import attrs
 import sympy
 import torch
+from torch.export import AdditionalInputs, ShapesCollection
 
 from .._dims import DimKind, DimRequest, DynamicPlan, bound_text, dim_text, spec_path
 from .._errors import InputSpecError
 from .._torch_internals import DerivedDim, Dim, DimHint, DimHintType, int_oo
-from .bind import BoundInputs, key_values
+from .bind import BoundInputs, Fields, key_values
 
 __all__ = ["plan_dynamic_shapes"]
 
@@ -114,14 +116,39 @@ def _tensor_requests(spec: Any, tensor: torch.Tensor, keys: list[Any], input_pat
     return out
 
 
-def _walk(spec: Any, value: Any, keys: list[Any], leaf_of: dict, out: dict, input_path: str) -> None:
-    """Match ``spec`` against the input ``value``, filling ``out[leaf] = {dim: request}``."""
+@attrs.define
+class _Walk:
+    """What walking the spec against the inputs collects."""
+
+    leaf_of: dict[tuple[int, tuple[Any, ...]], int]
+    requests: dict[int, dict[int, DimRequest]] = attrs.field(factory=dict)
+    scalars: dict[int, DimRequest] = attrs.field(factory=dict)
+
+
+def _walk(spec: Any, value: Any, keys: list[Any], found: _Walk, input_path: str) -> None:
+    """Match ``spec`` against the input ``value``, filling ``found`` with a request per
+    tensor dimension and per int input declared dynamic."""
     if isinstance(value, torch.Tensor):
-        out[leaf_of[id(value), tuple(keys)]] = _tensor_requests(spec, value, keys, input_path)
+        found.requests[found.leaf_of[id(value), tuple(keys)]] = _tensor_requests(spec, value, keys, input_path)
         return
     if spec is None:
         return
     where = spec_path(keys)
+    if isinstance(value, int) and not isinstance(value, bool) and isinstance(spec, (Dim, DimHint)):
+        request = _parse_dim(spec, where, input_path, tuple(keys))
+        if request.kind in (DimKind.AUTO, DimKind.DYNAMIC):
+            found.scalars[found.leaf_of[id(value), tuple(keys)]] = request
+            return
+        if request.kind is not DimKind.STATIC:
+            raise InputSpecError(
+                f"{where} is {dim_text(spec)}, but {input_path} is an int: an int input can be made "
+                "dynamic with Dim.AUTO or Dim.DYNAMIC, not with a named Dim",
+                hint=f"write {where} = Dim.DYNAMIC (or Dim.AUTO)",
+            )
+        return
+    if isinstance(value, Fields) and isinstance(spec, (list, tuple)) and len(spec) == len(value):
+        # a dataclass or namedtuple input: a list spec gives its fields in order
+        spec = dict(zip(value, spec))
     if isinstance(value, (list, tuple)) and not _is_namedtuple(value):
         if not isinstance(spec, (list, tuple)) or len(spec) != len(value):
             raise InputSpecError(
@@ -130,7 +157,7 @@ def _walk(spec: Any, value: Any, keys: list[Any], leaf_of: dict, out: dict, inpu
                 hint="nest the spec exactly as the inputs are nested (None for parts that are static)",
             )
         for i, (s, v) in enumerate(zip(spec, value)):
-            _walk(s, v, [*keys, i], leaf_of, out, f"{input_path}[{i}]")
+            _walk(s, v, [*keys, i], found, f"{input_path}[{i}]")
         return
     if isinstance(value, dict):
         if not isinstance(spec, dict):
@@ -145,13 +172,13 @@ def _walk(spec: Any, value: Any, keys: list[Any], leaf_of: dict, out: dict, inpu
                     hint=f"its keys are: {', '.join(map(repr, value))}",
                 )
         for key, v in value.items():
-            _walk(spec.get(key), v, [*keys, key], leaf_of, out, f"{input_path}[{key!r}]")
+            _walk(spec.get(key), v, [*keys, key], found, f"{input_path}[{key!r}]")
         return
     if isinstance(value, (int, float, bool, str, type(None), torch.dtype, torch.device)):
         raise InputSpecError(
             f"{where} is given, but {input_path} is a {type(value).__name__} constant, which is "
             "specialized into the program",
-            hint=f"set {where} = None; only tensor dimensions can be dynamic",
+            hint=f"set {where} = None; only tensor dimensions and int inputs (Dim.AUTO / Dim.DYNAMIC) can be dynamic",
         )
     raise InputSpecError(
         f"{where}: dynamic shapes inside a {type(value).__name__} input are not supported",
@@ -166,9 +193,11 @@ def _is_namedtuple(value: Any) -> bool:
 def plan_dynamic_shapes(model: torch.nn.Module, bound: BoundInputs, dynamic_shapes: Any) -> DynamicPlan:
     """Parse and check ``dynamic_shapes`` for these inputs (raises InputSpecError at the bad entry)."""
     signature = _signature(model)
+    if isinstance(dynamic_shapes, (ShapesCollection, AdditionalInputs)):
+        dynamic_shapes = _spec_from_collection(model, bound, dynamic_shapes)
     # The inputs as forward() binds them, to walk the spec against.
     combined = bound.by_name()
-    leaf_of = {(id(leaf), key_values(path)): i for i, (path, leaf) in enumerate(zip(bound.paths, bound.flat))}
+    found = _Walk({(id(leaf), key_values(path)): i for i, (path, leaf) in enumerate(zip(bound.paths, bound.flat))})
     if isinstance(dynamic_shapes, (tuple, list)):
         if len(dynamic_shapes) != len(combined):
             raise InputSpecError(
@@ -176,7 +205,10 @@ def plan_dynamic_shapes(model: torch.nn.Module, bound: BoundInputs, dynamic_shap
                 f"inputs ({', '.join(combined)})",
                 hint="give one entry per input in order, or a dict keyed by argument name",
             )
-        by_name = dict(zip(combined, dynamic_shapes))
+        # Entries follow forward()'s parameter order, whatever order keyword inputs were given in.
+        order = list(signature.parameters) if signature else []
+        in_order = sorted(combined, key=lambda name: order.index(name) if name in order else len(order))
+        by_name = dict(zip(in_order, dynamic_shapes))
     elif isinstance(dynamic_shapes, dict):
         by_name = {}
         var_keyword = next(
@@ -212,12 +244,39 @@ def plan_dynamic_shapes(model: torch.nn.Module, bound: BoundInputs, dynamic_shap
             hint='write dynamic_shapes={"x": {0: Dim("batch")}}',
         )
 
-    requests: dict[int, dict[int, DimRequest]] = {}
     for name, value in combined.items():
-        _walk(by_name.get(name), value, [name], leaf_of, requests, name)
-    requests = {leaf: dims for leaf, dims in requests.items() if dims}
+        _walk(by_name.get(name), value, [name], found, name)
+    requests = {leaf: dims for leaf, dims in found.requests.items() if dims}
     roots = _check_against_examples(requests, bound, dynamic_shapes)
-    return DynamicPlan(requests, roots, dynamic_shapes)
+    _check_scalar_examples(found.scalars, bound)
+    return DynamicPlan(requests, roots, dynamic_shapes, found.scalars)
+
+
+def _spec_from_collection(model: torch.nn.Module, bound: BoundInputs, collection: Any) -> Any:
+    """The nested spec a ``ShapesCollection`` (specs keyed by input tensor) or an
+    ``AdditionalInputs`` (dims that differ across examples) stands for, as torch.export reads them."""
+    try:
+        return collection.dynamic_shapes(model, bound.args, bound.kwargs)
+    except (ValueError, AssertionError, TypeError, KeyError) as e:
+        raise InputSpecError(
+            f"dynamic_shapes is a {type(collection).__name__} that does not fit the example inputs: {e}",
+            hint="give it the very tensors passed as inputs (ShapesCollection), or additional inputs "
+            "with the same structure and types as the example (AdditionalInputs)",
+        ) from e
+
+
+def _check_scalar_examples(scalars: dict[int, DimRequest], bound: BoundInputs) -> None:
+    """An int input declared dynamic must lie in the range its hint declares."""
+    for leaf, request in scalars.items():
+        value = bound.flat[leaf]
+        low = request.min if request.min is not None else -int_oo
+        high = request.max if request.max is not None else int_oo
+        if not low <= value <= high:
+            raise InputSpecError(
+                f"the example {request.input_dim} = {value} is outside the range "
+                f"[{request.min}, {bound_text(high)}] declared at {request.where}",
+                hint="change the example, or widen the range",
+            )
 
 
 def _check_against_examples(requests: dict[int, dict[int, DimRequest]], bound: BoundInputs, spec) -> dict[str, Dim]:
@@ -239,7 +298,7 @@ def _check_against_examples(requests: dict[int, dict[int, DimRequest]], bound: B
                 )
             low = request.min if request.min is not None else 0
             high = request.max if request.max is not None else int_oo
-            if request.is_dynamic and not low <= size <= high:
+            if not low <= size <= high:
                 raise InputSpecError(
                     f"the example {request.input_dim} = {size} is outside the range "
                     f"[{low}, {bound_text(high)}] declared at {request.where}",

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 import torch
+import torch.utils._pytree as pytree
 
 from .._dims import DimKind, DimRequest, DynamicPlan
 from .._state import TrackedInput
@@ -29,11 +30,12 @@ from .._torch_internals import (
     Source,
     StatelessSymbolicContext,
     StrictMinMaxConstraint,
+    SymIntSymbolicContext,
     TensorProperty,
     TensorPropertySource,
     ValueRanges,
 )
-from ..inputs.bind import BoundInputs, key_values
+from ..inputs.bind import BoundInputs
 from .explain import is_library_frame
 
 __all__ = ["FakeInputs", "InputSource", "fake_inputs", "new_fake_mode", "source_name"]
@@ -55,10 +57,11 @@ class InputSource(Source):
         return GuardSource.LOCAL
 
 
-def source_name(keys: tuple[Any, ...]) -> str:
-    """torch.export's source name for an input at forward()-rooted ``keys``: ``L['x']``,
-    ``L['x'][0]``, ``L['x']['a']``."""
-    return f"L[{keys[0]!r}]" + "".join(f"[{k!r}]" for k in keys[1:])
+def source_name(path: pytree.KeyPath) -> str:
+    """torch.export's source name for an input at forward()-rooted ``path``: ``L['x']``,
+    ``L['x'][0]``, ``L['x']['a']``, ``L['x'].field``.  The program's input guards are
+    written in these names and matched to placeholders by the same spelling."""
+    return "L" + pytree.keystr(path)
 
 
 class _ShapeEnv(ShapeEnv):
@@ -150,6 +153,15 @@ def _declared_equalities(
     )
 
 
+def _symbolic_int(shape_env: ShapeEnv, value: int, source: Source, request: DimRequest):
+    """A symbolic int for an int input declared ``Dim.AUTO`` / ``Dim.DYNAMIC``, and its context
+    (``Dim.DYNAMIC`` may not become a constant; ``Dim.AUTO`` may)."""
+    symint = shape_env.create_unspecified_symint_and_symbol(value, source, DimDynamic.DYNAMIC)
+    if request.kind is DimKind.DYNAMIC:
+        return symint, SymIntSymbolicContext(constraint=RelaxedUnspecConstraint(warn_only=False))
+    return symint, None
+
+
 @attrs.frozen
 class FakeInputs:
     inputs: list[Any]
@@ -175,16 +187,25 @@ def fake_inputs(fake_mode: FakeTensorMode, state_values: list[Any], bound: Bound
     size_sources: dict[tuple[int, int], Source] = {}
     example_sizes: dict[tuple[int, int], int] = {}
     for i, (path, value) in enumerate(zip(bound.paths, bound.flat)):
+        source = InputSource(source_name(path))
+        if i in plan.scalars:
+            symint, context = _symbolic_int(fake_mode.shape_env, value, source, plan.scalars[i])
+            fakes.append(symint)
+            tracked.append(TrackedInput(i, symint, source, context))
+            continue
         if not isinstance(value, torch.Tensor):
             fakes.append(value)
             continue
-        source = InputSource(source_name(key_values(path)))
         context = _symbolic_context(plan.requests.get(i, {}), value)
         fake = fake_mode.from_tensor(value, source=source, symbolic_context=context)
         fakes.append(fake)
         tracked.append(TrackedInput(i, fake, source, context))
+        requests = plan.requests.get(i, {})
         for d, size in enumerate(value.shape):
             size_sources[(i, d)] = TensorPropertySource(source, TensorProperty.SIZE, d)
             example_sizes[(i, d)] = int(size)
+            if d in requests and requests[d].kind.is_dim:
+                # torch's guard messages (and its solver's suggestions) call a size by its Dim's name
+                fake_mode.shape_env.source_name_to_debug_name[size_sources[(i, d)].name] = requests[d].name
     equalities = _declared_equalities(plan, fake_mode.shape_env, size_sources, example_sizes)
     return FakeInputs(fakes, tracked, equalities)

@@ -60,3 +60,16 @@ def test_paths_and_forward_arg_names_follow_the_signature():
     assert names == ["a", "rest_0_k", "rest_1", "scale", "bias"]
     assert bound.forward_arg_names == ["a", "rest_0", "rest_1", "scale", "bias"]
     assert len(bound.flat) == 5
+
+
+def test_args_given_as_a_namedtuple_are_the_positional_inputs():
+    import collections
+
+    Point = collections.namedtuple("Point", ["x", "y"])
+
+    class AddXY(torch.nn.Module):
+        def forward(self, x, y):
+            return x + y
+
+    bound = bind_inputs(AddXY(), Point(torch.ones(2), torch.ones(2)), None)
+    assert type(bound.args) is tuple and bound.labels == ["args[0]", "args[1]"]

@@ -107,3 +107,87 @@ def test_nested_inputs_are_walked_by_key_and_index():
     ]
     with pytest.raises(InputSpecError, match=r"dynamic_shapes\['inputs'\] has a spec for 'c', which inputs does not have"):
         plan_dynamic_shapes(Nested(), bound, {"inputs": {"c": None}})
+
+
+class ScaleBy(torch.nn.Module):
+    def forward(self, x, n):
+        return x * n
+
+
+@pytest.mark.parametrize("hint", [Dim.AUTO, Dim.DYNAMIC])
+def test_an_int_input_with_a_hint_is_a_symbolic_int(hint):
+    x = torch.randn(3, 2)
+    ep = exporter.export(ScaleBy(), (x, 4), dynamic_shapes={"x": None, "n": hint})
+    assert type(ep.graph_signature.input_specs[1].arg).__name__ == "SymIntArgument"
+    torch.testing.assert_close(ep.module()(x, 9), x * 9)
+
+
+def test_an_int_input_cannot_take_a_named_dim_and_must_fit_its_range():
+    x = torch.randn(3, 2)
+    with pytest.raises(InputSpecError, match=r"n is an int: an int input can be made dynamic with Dim.AUTO or Dim.DYNAMIC"):
+        exporter.export(ScaleBy(), (x, 4), dynamic_shapes={"x": None, "n": Dim("n")})
+    with pytest.raises(InputSpecError, match=r"the example n = 14 is outside the range \[3, 10\]"):
+        exporter.export(ScaleBy(), (x, 14), dynamic_shapes={"x": None, "n": Dim.DYNAMIC(min=3, max=10)})
+
+
+def test_a_static_hint_with_a_range_must_hold_the_example():
+    with pytest.raises(InputSpecError, match=r"the example x.shape\[0\] = 4 is outside the range \[6, 8\]"):
+        exporter.export(ScaleBy(), (torch.randn(4, 2), 2), dynamic_shapes={"x": [Dim.STATIC(min=6, max=8), None], "n": None})
+
+
+def test_shapes_collection_and_additional_inputs_are_read_as_torch_export_reads_them():
+    x = torch.randn(3, 2)
+    collection = torch.export.ShapesCollection()
+    collection[x] = {0: Dim("rows")}
+    ep = exporter.export(ScaleBy(), (x, 2), dynamic_shapes=collection)
+    torch.testing.assert_close(ep.module()(torch.ones(5, 2), 2), torch.full((5, 2), 2.0))
+
+    more = torch.export.AdditionalInputs()
+    more.add((torch.randn(6, 2), 3))
+    ep = exporter.export(ScaleBy(), (x, 2), dynamic_shapes=more)
+    assert [type(s.arg).__name__ for s in ep.graph_signature.input_specs] == ["TensorArgument", "SymIntArgument"]
+    torch.testing.assert_close(ep.module()(torch.ones(7, 2), 5), torch.full((7, 2), 5.0))
+
+
+def test_additional_inputs_the_program_refuses_are_a_constraint_error():
+    class NeedsThree(torch.nn.Module):
+        def forward(self, x):
+            return x[:3] * 2
+
+    more = torch.export.AdditionalInputs()
+    more.add((torch.randn(2),))
+    with pytest.raises(exporter.ConstraintError, match="does not accept all of the additional inputs"):
+        exporter.export(NeedsThree(), (torch.randn(5),), dynamic_shapes=more)
+
+
+def test_a_list_spec_gives_a_dataclass_input_its_fields_in_order():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Pair:
+        a: torch.Tensor
+        b: torch.Tensor
+
+    torch.export.register_dataclass(Pair, serialized_type_name="tests.dynamic_shapes.Pair")
+
+    class AddPair(torch.nn.Module):
+        def forward(self, pair):
+            return pair.a + pair.b
+
+    batch = Dim("batch")
+    ep = exporter.export(AddPair(), (Pair(torch.randn(4, 2), torch.randn(4, 2)),), dynamic_shapes={"pair": [{0: batch}, {0: batch}]})
+    pair = Pair(torch.randn(6, 2), torch.randn(6, 2))
+    torch.testing.assert_close(ep.module()(pair), pair.a + pair.b)
+
+
+def test_a_tuple_spec_follows_the_signature_whatever_order_keywords_came_in():
+    class Four(torch.nn.Module):
+        def forward(self, a, b, kw1, kw2):
+            return a.sum() + b.sum() + kw1.sum() - kw2.sum()
+
+    ep = exporter.export(
+        Four(), (torch.randn(4, 4), torch.randn(4, 4)), {"kw2": torch.ones(4, 4), "kw1": torch.zeros(4, 4)},
+        dynamic_shapes=(None, {0: Dim("dim")}, {0: Dim("dim_for_kw1")}, None),
+    )
+    args, kwargs = (torch.randn(4, 4), torch.randn(7, 4)), {"kw2": torch.ones(4, 4), "kw1": torch.randn(9, 4)}
+    torch.testing.assert_close(ep.module()(*args, **kwargs), Four()(*args, **kwargs))

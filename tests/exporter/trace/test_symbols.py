@@ -1,6 +1,7 @@
 """Fake inputs: static state (tied weights share one fake), symbols only for declared-dynamic dims."""
 
 import torch
+import torch.utils._pytree as pytree
 from torch.export import Dim
 
 from exporter.inputs import bind_inputs, plan_dynamic_shapes
@@ -50,6 +51,8 @@ def test_a_derived_dim_with_no_named_root_gets_a_phantom_root():
 
 
 def test_sources_are_named_from_the_forward_path():
-    assert source_name(("x",)) == "L['x']"
-    assert source_name(("inputs", "a", 0)) == "L['inputs']['a'][0]"
+    key = pytree.MappingKey
+    assert source_name((key("x"),)) == "L['x']"
+    assert source_name((key("inputs"), key("a"), pytree.SequenceKey(0))) == "L['inputs']['a'][0]"
+    assert source_name((key("inputs"), pytree.GetAttrKey("field"))) == "L['inputs'].field"
     assert InputSource("L['x']").name == "L['x']"
