@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import torch
+import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind, OutputKind
 
-__all__ = ["PLACEHOLDER_PREFIXES", "ROOT_MODULE_KEY", "STATE_MUTATIONS", "graph_modules", "module_stack_key"]
+__all__ = [
+    "PLACEHOLDER_PREFIXES",
+    "ROOT_MODULE_KEY",
+    "STATE_MUTATIONS",
+    "graph_modules",
+    "graph_symbols",
+    "module_stack_key",
+]
 
 PLACEHOLDER_PREFIXES = {
     InputKind.USER_INPUT: "",
@@ -35,3 +43,20 @@ def module_stack_key(path: str) -> str:
 def graph_modules(gm: torch.fx.GraphModule) -> list[torch.fx.GraphModule]:
     """``gm`` and every higher-order-op subgraph module under it, outermost first."""
     return [m for m in gm.modules() if isinstance(m, torch.fx.GraphModule)]
+
+
+def graph_symbols(gm: torch.fx.GraphModule) -> set:
+    """The sympy symbols in the ``val`` of any node of ``gm`` or its subgraphs: in shapes
+    and strides of tensors, and in symbolic numbers."""
+    found: set = set()
+    for module in graph_modules(gm):
+        for node in module.graph.nodes:
+            for value in pytree.tree_leaves(node.meta.get("val")):
+                if isinstance(value, torch.Tensor):
+                    numbers = (*value.shape, *value.stride()) if value.layout == torch.strided else value.shape
+                else:
+                    numbers = (value,)
+                for number in numbers:
+                    if isinstance(number, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                        found |= number.node.expr.free_symbols
+    return found

@@ -1,4 +1,5 @@
-"""The spine: bind inputs -> read dynamic_shapes -> trace -> check constraints -> passes -> program -> verify."""
+"""The spine: bind inputs -> read dynamic_shapes -> trace -> check constraints -> passes ->
+range constraints -> program -> verify."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.export import AdditionalInputs
 
 from . import passes, verifier
-from ._errors import Category, InputSpecError, PassError, TraceError, VerificationError
+from ._errors import Category, ConstraintError, InputSpecError, PassError, TraceError, VerificationError
 from ._program import build_program
 from ._state import ExportState
 from ._timing import StageTimer
-from .constraints import check_constraints
+from .constraints import check_constraints, range_constraints
 from .inputs import BoundInputs, bind_inputs, plan_dynamic_shapes
 from .trace import trace
 from .trace.explain import eager_failure, user_location
@@ -120,6 +122,7 @@ def export_timed(
     timer.lap("constraints")
     run_passes(state)
     timer.lap("passes")
+    state.range_constraints = range_constraints(state)
     try:
         program = build_program(state)
     except Exception as e:
@@ -129,8 +132,23 @@ def export_timed(
             hint="this is a bug in exporter; please report it with the model",
         ) from e
     verifier.verify_program(program)
+    if isinstance(dynamic_shapes, AdditionalInputs):
+        _check_additional_inputs(program, dynamic_shapes)
     timer.lap("program")
     return program, timer.timings
+
+
+def _check_additional_inputs(program: torch.export.ExportedProgram, additional: AdditionalInputs) -> None:
+    """The program accepts every input the ``AdditionalInputs`` spec was given, as torch.export checks."""
+    try:
+        additional.verify(program)
+    except Exception as e:  # noqa: BLE001 - the program's input check says why
+        raise ConstraintError(
+            "the program traced from the example inputs does not accept all of the additional inputs "
+            f"given in dynamic_shapes: {str(e).strip()}",
+            hint="the model needs what the message says of these sizes; drop or change the additional "
+            "inputs that break it, or give a dynamic_shapes spec with the ranges the model allows",
+        ) from e
 
 
 def _blame_inputs_if_eager_fails(model: torch.nn.Module, bound: BoundInputs, error: TraceError) -> None:

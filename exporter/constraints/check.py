@@ -1,8 +1,10 @@
-"""Hold the guards the model needed against the declared ``dynamic_shapes``, then fix the ranges.
+"""Hold the guards the model needed against the declared ``dynamic_shapes``.
 
-Violations found here are reported all at once, each with its fix; then the declared
-equalities are imposed (``produce_guards``, where torch's own solver has the last word)
-and the program's ``range_constraints`` are computed, as torch.export computes them.
+torch's own shape solver decides, as it does for torch.export: ``produce_guards`` with the
+declared equalities, then the solver's forced specializations; a ``Dim.DYNAMIC`` the
+trace fixed to a constant is refused too.  When the solver refuses, the error lists
+every violation our own analysis found, each with where it was forced and the spec to
+paste, or, if the analysis found none, torch's message in the user's input names.
 """
 
 from __future__ import annotations
@@ -11,37 +13,51 @@ from .._errors import ConstraintError
 from .._state import ExportState
 from .._torch_internals import ConstraintViolationError
 from .fixes import constraint_report, in_input_names
-from .ranges import range_constraints
 from .violations import find_violations
 
 __all__ = ["check_constraints"]
 
 
+def _solver_refusal(state: ExportState) -> ConstraintViolationError | None:
+    """What torch's shape solver holds against the trace, or None if it accepts it."""
+    shape_env = state.fake_mode.shape_env
+    try:
+        shape_env.produce_guards(
+            [t.fake for t in state.tracked],
+            [t.source for t in state.tracked],
+            input_contexts=[t.context for t in state.tracked],
+            equalities_inputs=state.equalities,
+            ignore_static=False,
+        )
+    except ConstraintViolationError as e:
+        return e
+    solver = shape_env.dim_constraints
+    if solver is None:
+        return None
+    solver.solve()
+    forced = solver.forced_specializations()
+    if forced:
+        fixed = ", ".join(f"{name} = {value}" for name, value in forced.items())
+        return ConstraintViolationError(f"dimensions declared dynamic must be constant:\n  - {fixed}")
+    return None
+
+
 def check_constraints(state: ExportState) -> None:
     """The traced model satisfies the declared dynamic shapes, or ConstraintError explains how not.
 
-    Afterwards the declared equalities are in the ShapeEnv and ``state.range_constraints``
-    maps every input symbol (and every data-dependent one) to its range.
+    Afterwards the declared equalities are in the ShapeEnv, which takes no new facts.
     """
     shape_env = state.fake_mode.shape_env
     if state.dynamic is not None:
+        # Our analysis reads the ShapeEnv as the trace left it, before the solver runs.
         violations = find_violations(state)
-        if violations:
-            raise ConstraintError(constraint_report(violations), violations=violations)
-        try:
-            shape_env.produce_guards(
-                [t.fake for t in state.tracked],
-                [t.source for t in state.tracked],
-                input_contexts=[t.context for t in state.tracked],
-                equalities_inputs=state.equalities,
-                ignore_static=False,
-            )
-        except ConstraintViolationError as e:
-            # our checks passed but torch's solver could not prove a guard for every declared size
+        refusal = _solver_refusal(state)
+        if refusal is not None or any(v.always for v in violations):
+            if violations:
+                raise ConstraintError(constraint_report(violations), violations=violations)
             raise ConstraintError(
                 "the model does not fit the declared dynamic shapes: torch's shape solver cannot prove, "
-                "for every size the spec allows, what the model needs:\n" + in_input_names(str(e), state),
+                "for every size the spec allows, what the model needs:\n" + in_input_names(str(refusal), state),
                 hint="narrow the range of that dimension, declare it a multiple (k * NAME) or make it static (None)",
-            ) from None
+            )
     shape_env.frozen = True
-    state.range_constraints = range_constraints(state)

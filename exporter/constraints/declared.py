@@ -31,12 +31,16 @@ class DeclaredDim:
 
 @attrs.frozen
 class Violation:
+    """One way the traced model disagrees with the spec, and the spec entry that fixes it."""
+
     message: str
     fix: str
     location: str | None
     """``file.py:LINE`` of the user's code that forced it, if known."""
     code: str | None = None
     """That line's source text."""
+    always: bool = False
+    """An error whatever torch's shape solver concludes (a ``Dim.DYNAMIC`` fixed to a constant)."""
 
 
 def _frame(sloc):

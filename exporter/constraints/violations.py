@@ -15,7 +15,7 @@ import sympy
 
 from .._dims import DimKind, bound_text, spec_fragment
 from .._state import ExportState
-from .._torch_internals import ValueRanges, int_oo
+from .._torch_internals import ValueRanges, int_oo, raw_expr
 from .declared import DeclaredDim, Violation, declared_dims, source_code, source_location
 from .fixes import UserNames, edges_text, range_fix, relation_fix
 
@@ -28,10 +28,19 @@ def find_violations(state: ExportState) -> list[Violation]:
     dims = declared_dims(state)
     names = UserNames(dims)
     violations: list[Violation] = []
-    strict = [d for d in dims if d.request.kind.must_stay_dynamic]
-    for dim in strict:
+    # Any dim that must stay dynamic may not become a constant; only Dims (named or
+    # derived) must also declare the relations, ranges and guards the model needs:
+    # Dim.DYNAMIC and Dim.AUTO take whatever the trace infers, as in torch.export.
+    for dim in [d for d in dims if d.request.kind.must_stay_dynamic]:
         request = dim.request
         current = shape_env.replace(dim.symbol)
+        if request.kind is DimKind.DYNAMIC and not current.is_number:
+            # the range the trace allows, narrowed by the hint's own bounds, may hold one size
+            narrowed = shape_env.var_to_range.get(dim.symbol, ValueRanges(0, int_oo)) & ValueRanges(
+                request.min if request.min is not None else 0, request.max if request.max is not None else int_oo
+            )
+            if narrowed.is_singleton():
+                current = sympy.Integer(int(narrowed.lower))
         if current.is_number:
             sloc = shape_env.replacements_slocs.get(dim.symbol) or getattr(
                 shape_env.var_to_range_sloc.get(dim.symbol), "upper", None
@@ -43,8 +52,11 @@ def find_violations(state: ExportState) -> list[Violation]:
                     f"{spec_fragment(request.keys, 'None')}  (static), or change the model so it does not fix this size",
                     source_location(sloc),
                     source_code(sloc),
+                    always=request.kind is DimKind.DYNAMIC,
                 )
             )
+            continue
+        if not request.kind.is_dim:
             continue
         if current != dim.symbol:
             declared_self = names.in_declared_terms(dim.symbol)
@@ -62,7 +74,7 @@ def find_violations(state: ExportState) -> list[Violation]:
                 )
             continue
         vr = shape_env.var_to_range.get(dim.symbol)
-        if vr is None or request.kind is DimKind.DYNAMIC and request.min is None and request.max is None:
+        if vr is None:
             continue
         declared_low = max(2, request.min if request.min is not None else 0)
         declared_high = request.max if request.max is not None else int_oo
@@ -79,8 +91,34 @@ def find_violations(state: ExportState) -> list[Violation]:
                     source_code(sloc),
                 )
             )
-    violations += _other_guards(state, strict, names)
+    violations += _other_guards(state, [d for d in dims if d.request.kind.is_dim], names)
+    violations += _fixed_ints(state)
     return violations
+
+
+def _fixed_ints(state: ExportState) -> list[Violation]:
+    """Int inputs declared ``Dim.DYNAMIC`` that the model needs to be one value."""
+    shape_env = state.fake_mode.shape_env
+    found = []
+    for tracked in state.tracked:
+        request = state.dynamic.scalars.get(tracked.leaf)
+        if request is None or request.kind is not DimKind.DYNAMIC:
+            continue
+        symbol = raw_expr(tracked.fake)
+        value = shape_env.replace(symbol)
+        if value.is_number:
+            sloc = shape_env.replacements_slocs.get(symbol)
+            found.append(
+                Violation(
+                    f"{request.input_dim} is declared dynamic ({request.where} = Dim.DYNAMIC) but the model "
+                    f"only works when it is {int(value)}",
+                    f"{request.where} = None  (a constant), or change the model so it does not fix this value",
+                    source_location(sloc),
+                    source_code(sloc),
+                    always=True,
+                )
+            )
+    return found
 
 
 def _holds(expr, values: dict) -> bool:
@@ -150,15 +188,15 @@ def _multiple_of(dim: DeclaredDim, guards: list, examples: dict[sympy.Symbol, in
     return None
 
 
-def _other_guards(state: ExportState, strict: list[DeclaredDim], names: UserNames) -> list[Violation]:
+def _other_guards(state: ExportState, declared_dims: list[DeclaredDim], names: UserNames) -> list[Violation]:
     """Guards a range or an equality cannot state (``seq % 2 == 0``), one violation per dimension.
 
     A guard the declarations imply is fine; for the rest, if they hold exactly for multiples
     of some k the fix is a derived Dim ``k * name``, otherwise the simplest guard is quoted.
     """
     shape_env = state.fake_mode.shape_env
-    declared = {d.symbol: d for d in strict}
-    examples = {d.symbol: d.example for d in strict}
+    declared = {d.symbol: d for d in declared_dims}
+    examples = {d.symbol: d.example for d in declared_dims}
     by_dim: dict[sympy.Symbol, list] = {}
     seen = set()
     for guard in shape_env.guards:
@@ -167,7 +205,7 @@ def _other_guards(state: ExportState, strict: list[DeclaredDim], names: UserName
         if not symbols or not symbols <= set(declared) or expr in seen:
             continue
         seen.add(expr)
-        if len(symbols) == 1 and _is_plainbound_text(expr):
+        if len(symbols) == 1 and _is_plain_bound(expr):
             continue  # a bound on one dim: handled as its range
         if _implied(expr, names, declared):
             continue
@@ -258,7 +296,7 @@ def _excluded_edge(dim: DeclaredDim, guards: list) -> tuple[int, Any] | None:
     return new_low, int_oo if new_high is None else new_high
 
 
-def _is_plainbound_text(expr) -> bool:
+def _is_plain_bound(expr) -> bool:
     if not isinstance(expr, (sympy.Eq, sympy.Le, sympy.Lt, sympy.Ge, sympy.Gt)):
         return False
     return not any(type(a).__name__ in _DIVISIONS for a in sympy.preorder_traversal(expr))

@@ -4,7 +4,7 @@ import torch
 from torch.export.graph_signature import InputKind, OutputKind
 
 import exporter
-from exporter._ir import PLACEHOLDER_PREFIXES, ROOT_MODULE_KEY, STATE_MUTATIONS, graph_modules, module_stack_key
+from exporter._ir import PLACEHOLDER_PREFIXES, ROOT_MODULE_KEY, STATE_MUTATIONS, graph_modules, graph_symbols, module_stack_key
 
 
 class Branchy(torch.nn.Module):
@@ -31,3 +31,15 @@ def test_graph_modules_include_higher_order_op_subgraphs():
     ep = exporter.export(Branchy(), (torch.randn(3),))
     modules = graph_modules(ep.graph_module)
     assert modules[0] is ep.graph_module and len(modules) == 3
+
+
+def test_graph_symbols_are_read_from_every_value():
+    from torch.export import Dim
+
+    class Nonzero(torch.nn.Module):
+        def forward(self, x):
+            return x.nonzero(), x.shape[0] * 2
+
+    ep = exporter.export(Nonzero(), (torch.randn(4),), dynamic_shapes={"x": {0: Dim("n")}})
+    names = sorted(str(s)[0] for s in graph_symbols(ep.graph_module))
+    assert names == ["s", "u"]  # the input size, and the nonzero count

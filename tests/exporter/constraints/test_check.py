@@ -18,7 +18,7 @@ def test_a_guard_torch_cannot_prove_is_reported_in_input_names(monkeypatch):
         exporter.export(MinSize(), (torch.randn(10),), dynamic_shapes={"x": {0: Dim("n")}})
     text = str(info.value)
     assert "torch's shape solver cannot prove" in text
-    assert "Not all values of x.shape[0] in the specified range satisfy the generated guard 8 <= x.shape[0] and x.shape[0] <= inf" in text, text
+    assert "Not all values of n = x.shape[0] in the specified range satisfy the generated guard 8 <= x.shape[0] and x.shape[0] <= inf" in text, text
     assert "L['x']" not in text and "TORCH_LOGS" not in text
     assert info.value.hint.startswith("narrow the range")
 
@@ -36,3 +36,44 @@ def test_every_violation_is_listed_in_one_error():
 def test_a_fitting_spec_sets_the_range_constraints():
     ep = exporter.export(MinSize(), (torch.randn(10),), dynamic_shapes={"x": {0: Dim("n", min=8, max=64)}})
     assert [(int(vr.lower), int(vr.upper)) for vr in ep.range_constraints.values()] == [(8, 64)]
+
+
+class Add(torch.nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+def test_dim_dynamic_and_auto_take_the_relations_the_trace_infers():
+    # torch.export unifies the two sizes into one symbol; so does exporter
+    for hint in (Dim.DYNAMIC, Dim.AUTO):
+        ep = exporter.export(Add(), (torch.randn(4, 3), torch.randn(4, 3)), dynamic_shapes={"x": {0: hint}, "y": {0: hint}})
+        assert len(ep.range_constraints) == 1
+        torch.testing.assert_close(ep.module()(torch.ones(6, 3), torch.ones(6, 3)), torch.full((6, 3), 2.0))
+    # a named Dim must declare it, as in torch.export
+    with pytest.raises(ConstraintError, match=r"the model needs y.shape\[0\] == x.shape\[0\]|the model needs x.shape\[0\] == y.shape\[0\]"):
+        exporter.export(Add(), (torch.randn(4, 3), torch.randn(4, 3)), dynamic_shapes={"x": {0: Dim("a")}, "y": {0: Dim("b")}})
+
+
+class AtMost32(torch.nn.Module):
+    def forward(self, x):
+        assert x.shape[0] <= 32
+        return x + 2
+
+
+def test_a_dim_dynamic_narrowed_to_one_size_is_a_violation():
+    with pytest.raises(ConstraintError, match=r"declared dynamic .* but the model only works when it is 32"):
+        exporter.export(AtMost32(), (torch.randn(32),), dynamic_shapes={"x": {0: Dim.DYNAMIC(min=32)}})
+
+
+class FixesTheInt(torch.nn.Module):
+    def forward(self, x, n):
+        if n == 5:
+            return x * 2
+        return x
+
+
+def test_an_int_declared_dynamic_that_the_model_fixes_is_a_violation():
+    with pytest.raises(ConstraintError, match=r"n is declared dynamic \(dynamic_shapes\['n'\] = Dim.DYNAMIC\) but the model only works when it is 5"):
+        exporter.export(FixesTheInt(), (torch.randn(3), 5), dynamic_shapes={"x": None, "n": Dim.DYNAMIC})
+    # Dim.AUTO lets it become a constant
+    exporter.export(FixesTheInt(), (torch.randn(3), 5), dynamic_shapes={"x": None, "n": Dim.AUTO})

@@ -31,3 +31,17 @@ def test_ranges_match_the_oracle():
 def test_a_static_export_keeps_only_data_dependent_ranges():
     ep = exporter.export(Table(), (torch.randn(8, 4), torch.tensor([1, 0, 1])))
     assert all(k.startswith("u") for k in _ranges(ep))
+
+
+class PinnedItems(torch.nn.Module):
+    def forward(self, x, z):
+        m = x.item()
+        torch._check(m == z.shape[0])  # the data-dependent m is replaced by z's size
+        return z * 2 + m
+
+
+def test_a_replaced_data_dependent_symbol_has_no_range_of_its_own():
+    spec = {"x": None, "z": (Dim("n", max=16),)}
+    ep = exporter.export(PinnedItems(), (torch.tensor(5), torch.randn(5)), dynamic_shapes=spec)
+    assert not any(k.startswith("u") for k in _ranges(ep))
+    assert list(_ranges(ep).values()) == [(0, 16)]
