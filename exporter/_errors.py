@@ -37,6 +37,7 @@ class Category(enum.Enum):
     DATA_DEPENDENT_OUTPUT_SHAPE = "data-dependent output shape"
     UNSUPPORTED_OPERATOR = "unsupported operator"
     UNSUPPORTED_MUTATION = "unsupported mutation"
+    UNSUPPORTED_TENSOR_SUBCLASS = "unsupported tensor subclass"
     CONSTANT = "constant"
     DYNAMIC_SHAPE_CONSTRAINT = "dynamic shape constraint"
     PASS = "pass"
@@ -125,6 +126,7 @@ class TraceError(ExportError):
         Category.DATA_DEPENDENT_OUTPUT_SHAPE,
         Category.UNSUPPORTED_OPERATOR,
         Category.UNSUPPORTED_MUTATION,
+        Category.UNSUPPORTED_TENSOR_SUBCLASS,
         Category.CONSTANT,
     )
 

@@ -4,6 +4,7 @@
 """
 
 from .eliminate_dead_code import eliminate_dead_code
+from .functionalize_constant_writes import functionalize_constant_writes
 from .insert_runtime_asserts import insert_runtime_asserts
 from .lift_constants import lift_constants
 from .name_placeholders import name_placeholders
@@ -15,6 +16,7 @@ from .restore_fqns import restore_fqns
 __all__ = [
     "DEFAULT_PASSES",
     "eliminate_dead_code",
+    "functionalize_constant_writes",
     "insert_runtime_asserts",
     "lift_constants",
     "name_placeholders",
@@ -26,8 +28,9 @@ __all__ = [
 
 DEFAULT_PASSES = (
     remove_state_copies,
-    eliminate_dead_code,
     insert_runtime_asserts,
+    eliminate_dead_code,
+    functionalize_constant_writes,
     lift_constants,
     restore_fqns,
     order_inputs,

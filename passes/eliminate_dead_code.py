@@ -10,16 +10,32 @@ from exporter._state import ExportState
 __all__ = ["eliminate_dead_code"]
 
 
+# Eager profiling regions (``torch.profiler.record_function``) record side-effecting ops;
+# an exported program leaves profiling to its runtime, as torch.export's does.
+_PROFILING_OPS = frozenset(
+    {
+        torch.ops.profiler._record_function_enter.default,
+        torch.ops.profiler._record_function_enter_new.default,
+        torch.ops.profiler._record_function_exit._RecordFunction,
+    }
+)
+
+
+def _is_impure(node: torch.fx.Node) -> bool:
+    return node.target not in _PROFILING_OPS and node.is_impure()
+
+
 def eliminate_dead_code(state: ExportState) -> bool:
     """No call_function or get_attr node is left that nothing uses, unless it has a side effect.
 
     Tracing leaves such nodes behind: the ``detach`` autograd bookkeeping adds, scratch
-    ``empty`` tensors kernels allocate, views read only to sync a mutation.  Attributes of
-    the graph module that no get_attr node reads any more are deleted with them.
+    ``empty`` tensors kernels allocate, views read only to sync a mutation.  Eager profiling
+    calls (``record_function`` regions) count as having none.  Attributes of the graph
+    module that no get_attr node reads any more are deleted with them.
     """
     changed = False
     for module in graph_modules(state.gm):
-        if module.graph.eliminate_dead_code():
+        if module.graph.eliminate_dead_code(is_impure_node=_is_impure):
             changed = True
             if module is not state.gm:
                 module.recompile()

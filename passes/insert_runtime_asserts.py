@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from exporter._state import ExportState
 from exporter._torch_internals import insert_deferred_runtime_asserts
 
@@ -24,4 +26,9 @@ def insert_runtime_asserts(state: ExportState) -> bool:
     for node in graph.nodes:
         if node.op == "call_function":
             node.meta.setdefault("val", None)
+    # torch's pass may compute a returned size anew (a fresh sym_size node): the output
+    # specs follow the output node, position by position.
+    for spec, value in zip(state.output_specs, graph.output_node().args[0]):
+        if isinstance(value, torch.fx.Node) and hasattr(spec.arg, "name"):
+            spec.arg.name = value.name
     return len(graph.nodes) != before

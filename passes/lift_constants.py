@@ -9,6 +9,7 @@ from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
 
 from exporter._errors import Category, TraceError
 from exporter._state import ExportState
+from exporter._torch_internals import FakeTensor, is_traceable_wrapper_subclass
 
 __all__ = ["lift_constants"]
 
@@ -45,7 +46,8 @@ def lift_constants(state: ExportState) -> bool:
     created in forward (``torch.tensor([...])``) are named ``lifted_tensor_N``.  A tensor
     reached under several names or read by several get_attr nodes becomes one input; a
     constant that shares memory with a parameter or buffer is an error (the program would
-    hold an independent copy of that state).
+    hold an independent copy of that state).  A constant made in forward is read through
+    ``aten.clone``, as torch.export's IR reads it.
     The new inputs go after the parameters and buffers, before the user inputs.
     """
     gm = state.gm
@@ -59,6 +61,14 @@ def lift_constants(state: ExportState) -> bool:
     for node, value in reads:
         if value is None:
             continue
+        if isinstance(value, FakeTensor):
+            raise TraceError(
+                "a tensor computed in forward() escaped the trace (a tensor subclass built in "
+                "forward, such as TwoTensor(a, b), whose operations the tracer cannot see)",
+                category=Category.UNSUPPORTED_TENSOR_SUBCLASS,
+                hint="compute with plain tensors in forward(), or export with torch.export, which "
+                "desugars tensor subclasses",
+            )
         placeholder = by_tensor.get(id(value))
         if placeholder is None:
             fqns = [f for f in state.constant_fqns.get(id(value), []) if f not in taken]
@@ -79,14 +89,14 @@ def lift_constants(state: ExportState) -> bool:
             placeholder = inserter.add("c_" + target.replace(".", "_"), value)
             by_tensor[id(value)] = placeholder
             lifted.append((placeholder, value, target))
-        node.replace_all_uses_with(placeholder)
-        gm.graph.erase_node(node)
+        state.replace_node(node, placeholder)
     for node, value in reads:
         if value is not None:
             _delete_attribute(gm, node.target)
+    copies = _fresh_copies_as_clones(state)
 
     if not lifted:
-        return False
+        return copies
     first_user = _first_user_input_index(state)
     new_specs = [
         InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(p.name), target=target)
@@ -94,24 +104,50 @@ def lift_constants(state: ExportState) -> bool:
     ]
     state.input_specs[first_user:first_user] = new_specs
     for _, value, target in lifted:
-        state.constants[target] = value
+        # A Parameter held outside the module's parameters (in a plain dict, say) is a
+        # constant like any other tensor: the program holds it as a plain tensor (sharing
+        # its memory), else ep.module() would try to restore it as a parameter.
+        state.constants[target] = value.detach() if isinstance(value, torch.nn.Parameter) else value
     return True
+
+
+def _fresh_copies_as_clones(state: ExportState) -> bool:
+    """``torch.tensor(...)`` made in forward is recorded as ``lift_fresh_copy`` of the
+    constant (which lets fake tensors fold its value, as in ``torch.tensor(5).item()``);
+    torch.export's IR reads such a constant through ``aten.clone``."""
+    graph = state.gm.graph
+    copies = [n for n in graph.nodes if n.op == "call_function" and n.target is torch.ops.aten.lift_fresh_copy.default]
+    for node in copies:
+        with graph.inserting_before(node):
+            clone = graph.call_function(torch.ops.aten.clone.default, node.args, node.kwargs)
+        clone.meta.update(node.meta)
+        state.replace_node(node, clone)
+    return bool(copies)
+
+
+def _storages(tensor: torch.Tensor) -> list[int]:
+    """Addresses of the memory ``tensor`` holds; a wrapper subclass holds its inner tensors'."""
+    if is_traceable_wrapper_subclass(tensor):
+        names, _ = tensor.__tensor_flatten__()
+        return [ptr for name in names for ptr in _storages(getattr(tensor, name))]
+    if tensor.device.type == "meta" or tensor.numel() == 0:
+        return []
+    return [tensor.untyped_storage().data_ptr()]
 
 
 def _state_storages(root: torch.nn.Module) -> dict[int, str]:
     found: dict[int, str] = {}
     for name, tensor in [*root.named_parameters(), *root.named_buffers()]:
-        if tensor.device.type != "meta" and tensor.numel() > 0:
-            found.setdefault(tensor.untyped_storage().data_ptr(), name)
+        for ptr in _storages(tensor):
+            found.setdefault(ptr, name)
     return found
 
 
 def _check_not_aliasing_state(state: ExportState, value: torch.Tensor, target: str) -> None:
     # A constant sharing memory with a parameter or buffer would be saved as a separate
     # copy: the program would silently keep the old values once the state is updated.
-    if value.device.type == "meta" or value.numel() == 0:
-        return
-    owner = _state_storages(state.root).get(value.untyped_storage().data_ptr())
+    state_storages = _state_storages(state.root)
+    owner = next((state_storages[ptr] for ptr in _storages(value) if ptr in state_storages), None)
     if owner is not None:
         raise TraceError(
             f"constant tensor {target!r} shares memory with {owner!r}: the program would "

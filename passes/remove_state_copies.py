@@ -39,10 +39,6 @@ def remove_state_copies(state: ExportState) -> bool:
         old, new = value.args[:2]
         if not isinstance(new, torch.fx.Node) or not _same_layout(old.meta.get("val"), new.meta.get("val")):
             continue
-        value.replace_all_uses_with(new)
-        graph.erase_node(value)
-        for other in state.output_specs:
-            if getattr(other.arg, "name", None) == value.name:
-                other.arg.name = new.name
+        state.replace_node(value, new)
         changed = True
     return changed

@@ -17,6 +17,8 @@ from torch.export.graph_signature import (
     InputSpec,
     OutputKind,
     OutputSpec,
+    SymBoolArgument,
+    SymFloatArgument,
     SymIntArgument,
     TensorArgument,
 )
@@ -46,10 +48,14 @@ def constant_attribute_fqns(root: torch.nn.Module) -> dict[int, list[str]]:
 
 
 def argument_spec(value: Any, val: Any):
-    """The signature argument for a graph input or output: tensor, symbolic int or constant."""
+    """The signature argument for a graph input or output: tensor, symbolic number or constant."""
     if isinstance(value, torch.fx.Node):
         if isinstance(val, torch.SymInt):
             return SymIntArgument(name=value.name)
+        if isinstance(val, torch.SymFloat):
+            return SymFloatArgument(name=value.name)
+        if isinstance(val, torch.SymBool):
+            return SymBoolArgument(name=value.name)
         if isinstance(val, torch.Tensor):
             return TensorArgument(name=value.name)
         return ConstantArgument(name=value.name, value=val)

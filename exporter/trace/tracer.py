@@ -41,7 +41,7 @@ from .._torch_internals import (
     tracing,
     unwrap_functional,
 )
-from ..inputs.bind import BoundInputs
+from ..inputs.bind import BoundInputs, dispatches_like_a_tensor
 from .explain import explain
 from .patches import tracing_patches
 from .preserve import module_preserved
@@ -109,6 +109,19 @@ def _root_relative_module_stacks(gm: torch.fx.GraphModule) -> None:
                 node.meta["nn_module_stack"] = {
                     _strip_holder(key): (_strip_holder(path), cls) for key, (path, cls) in stack.items()
                 }
+
+
+def _refuse_subclass_state(state: dict[str, torch.Tensor]) -> None:
+    for name, tensor in state.items():
+        if not dispatches_like_a_tensor(tensor):
+            kind = "parameter" if isinstance(tensor, torch.nn.Parameter) else "buffer"
+            raise TraceError(
+                f"{kind} {name!r} is a {type(tensor).__qualname__}, a tensor subclass with its own "
+                "__torch_dispatch__; exporter traces plain tensors only, so its ops would be lost",
+                category=Category.UNSUPPORTED_TENSOR_SUBCLASS,
+                hint="register its inner tensors as plain parameters and build the subclass in forward() "
+                "from them, or export this model with torch.export, which desugars tensor subclasses",
+            )
 
 
 class _NeedsFunctionalization(Exception):
@@ -228,16 +241,6 @@ def _make_traced_fn(
     return traced, holder
 
 
-def _copy_fresh_constant(tensor: torch.Tensor) -> torch.Tensor:
-    return torch.ops.aten.clone.default(tensor)
-
-
-# ``torch.tensor([...])`` in forward reaches the tracer as ``lift_fresh`` of a constant,
-# which make_fx would record as ``lift_fresh_copy``; torch.export's IR has the ``clone``
-# that functionalization makes of it once the constant is a program input.
-_DECOMPOSITIONS = {torch.ops.aten.lift_fresh.default: _copy_fresh_constant}
-
-
 @attrs.frozen
 class _Traced:
     gm: torch.fx.GraphModule
@@ -254,7 +257,7 @@ def _trace_once(root, state_values, state_names, bound, labels, plan, *, functio
     # The tracing context hands our fake mode to anything that compiles a region
     # internally (torch.cond runs its branches through torch.compile).
     with fake_mode, tracing(TracingContext(fake_mode)):
-        gm = record_module_calls(traced, holder, _DECOMPOSITIONS, fakes.inputs)
+        gm = record_module_calls(traced, holder, {}, fakes.inputs)
     return _Traced(gm, fake_mode, fakes, recorded)
 
 
@@ -277,6 +280,7 @@ def trace(
     """
     parameters = dict(root.named_parameters(remove_duplicate=False))
     buffers = dict(root.named_buffers(remove_duplicate=False))
+    _refuse_subclass_state({**parameters, **buffers})
     state_names = [*parameters, *buffers]
     state_values = [*parameters.values(), *buffers.values()]
     labels = [

@@ -45,3 +45,16 @@ def test_side_effecting_nodes_survive():
     state = traced_state(AssertsInForward(), (torch.randn(3),), until=eliminate_dead_code)
     eliminate_dead_code(state)
     assert torch.ops.aten._assert_async.msg in call_targets(state.gm)
+
+
+class Profiled(torch.nn.Module):
+    def forward(self, x):
+        with torch.profiler.record_function("region"):
+            return x.sin()
+
+
+def test_eager_profiling_regions_are_dropped():
+    state = traced_state(Profiled(), (torch.randn(3),), until=eliminate_dead_code)
+    assert torch.ops.profiler._record_function_exit._RecordFunction in call_targets(state.gm)
+    assert eliminate_dead_code(state) is True
+    assert call_targets(state.gm) == [torch.ops.aten.sin.default]

@@ -31,3 +31,21 @@ def test_facts_about_data_dependent_sizes_become_asserts_that_run():
 def test_a_static_model_gets_no_asserts():
     state = traced_state(torch.nn.ReLU(), (torch.randn(3),), until=insert_runtime_asserts)
     assert insert_runtime_asserts(state) is False
+
+
+class ReturnsASize(torch.nn.Module):
+    def forward(self, x):
+        rows, cols = x.size()
+        return rows + cols + x[0], rows
+
+
+def test_outputs_keep_naming_sizes_torch_computes_anew():
+    from torch.export import Dim
+
+    import exporter
+
+    ep = exporter.export(ReturnsASize(), (torch.ones(2, 3),), dynamic_shapes={"x": (Dim("a"), Dim("b"))})
+    values = list(ep.graph.output_node().args[0])
+    assert [s.arg.name for s in ep.graph_signature.output_specs] == [v.name for v in values]
+    out, rows = ep.module()(torch.ones(4, 5))
+    assert rows == 4 and out.shape == (5,)

@@ -2,7 +2,8 @@ import pytest
 import torch
 from torch.export.graph_signature import InputKind
 
-from exporter import TraceError
+import exporter
+from exporter import Category, TraceError
 from exporter.passes import lift_constants
 from tests.support import call_targets, specs_by_name, traced_state
 
@@ -106,3 +107,53 @@ def test_no_constants_means_no_change():
     assert lift_constants(state) is False
     assert [s.arg.name for s in state.input_specs] == before
     assert not specs_by_name(state.input_specs).keys() & {"c_"}
+
+
+class FoldsAndLifts(torch.nn.Module):
+    def forward(self, y):
+        a = torch.tensor(5).item()  # a constant made in forward: its value folds away
+        return a * y + torch.tensor([1.0, 2.0, 3.0])
+
+
+def test_constants_made_in_forward_fold_and_are_read_through_clone():
+    ep = exporter.export(FoldsAndLifts(), (torch.ones(3),))
+    targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert torch.ops.aten.item.default not in targets
+    assert torch.ops.aten.clone.default in targets and torch.ops.aten.lift_fresh_copy.default not in targets
+    assert [s.target for s in ep.graph_signature.input_specs if s.kind == InputKind.CONSTANT_TENSOR] == ["lifted_tensor_0"]
+    y = torch.randn(3)
+    torch.testing.assert_close(ep.module()(y), FoldsAndLifts()(y))
+
+
+class ParameterInADict(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stash = {"w": torch.nn.Parameter(torch.ones(2, 2))}
+
+    def forward(self, x):
+        return x + self.stash["w"]
+
+
+def test_a_parameter_held_outside_the_module_is_a_plain_constant():
+    model = ParameterInADict()
+    ep = exporter.export(model, (torch.randn(1, 2),))
+    constant = ep.constants["lifted_tensor_0"]
+    assert type(constant) is torch.Tensor and constant.data_ptr() == model.stash["w"].data_ptr()
+    x = torch.randn(1, 2)
+    torch.testing.assert_close(ep.module()(x), model(x))
+
+
+def test_a_fake_tensor_left_in_the_graph_is_refused():
+    # A value computed during the trace that the tracer did not see being computed would
+    # otherwise be saved in the program as a fake tensor (it has no data).
+    state = traced_state(torch.nn.ReLU(), (torch.randn(3),), until=lift_constants)
+    state.gm.escaped = state.fake_mode.from_tensor(torch.ones(3))
+    graph = state.gm.graph
+    output = graph.output_node()
+    with graph.inserting_before(output):
+        read = graph.get_attr("escaped")
+        total = graph.call_function(torch.ops.aten.add.Tensor, (output.args[0][0], read))
+    output.args = ((total,),)
+    with pytest.raises(TraceError, match="escaped the trace") as info:
+        lift_constants(state)
+    assert info.value.category is Category.UNSUPPORTED_TENSOR_SUBCLASS

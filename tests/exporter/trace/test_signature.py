@@ -55,3 +55,12 @@ def test_state_names_and_argument_kinds():
     shape_env = torch.fx.experimental.symbolic_shapes.ShapeEnv()
     size = shape_env.create_unbacked_symint()
     assert argument_spec(node, size) == SymIntArgument(name="n")
+
+
+def test_symbolic_float_and_bool_outputs_get_their_argument_kinds():
+    class Items(torch.nn.Module):
+        def forward(self, x):
+            return x.sum().item(), (x > 0).any().item()
+
+    state = trace(Items(), bind_inputs(Items(), (torch.randn(3),), {}))
+    assert [type(s.arg).__name__ for s in state.output_specs] == ["SymFloatArgument", "SymBoolArgument"]

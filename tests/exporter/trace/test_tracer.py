@@ -185,3 +185,20 @@ def test_an_export_only_failure_says_the_model_runs_eagerly():
     assert info.value.category.value == "model error"
     assert info.value.location == _line("numpy")
     assert "the model runs eagerly on these inputs, so this is an export problem" in info.value.hint
+
+
+def test_tensor_subclass_state_is_refused_with_its_name():
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    class SubclassWeight(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = torch.nn.Module()
+            self.inner.weight = torch.nn.Parameter(TwoTensor(torch.ones(3), torch.ones(3)))
+
+        def forward(self, x):
+            return x + self.inner.weight
+
+    with pytest.raises(TraceError, match=r"parameter 'inner.weight' is a TwoTensor, a tensor subclass") as info:
+        exporter.export(SubclassWeight(), (torch.randn(3),))
+    assert info.value.category is exporter.Category.UNSUPPORTED_TENSOR_SUBCLASS
