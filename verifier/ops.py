@@ -7,6 +7,7 @@ import math
 import operator
 
 import torch
+import torch.utils._pytree as pytree
 from exporter._errors import VerificationError
 from exporter._ir import graph_modules
 from exporter._torch_internals import HigherOrderOperator, OpOverload, OpOverloadPacket, sym_sqrt
@@ -60,8 +61,8 @@ def _check_target(node: torch.fx.Node) -> None:
 
 def verify_functional_ops(gm: torch.fx.GraphModule) -> None:
     """Every call is a functional OpOverload, a HigherOrderOperator or a symbolic-int op, and
-    carries ``val`` metadata; get_attr reads only subgraphs in the top-level graph; no
-    call_module/call_method nodes."""
+    carries ``val`` metadata; get_attr in the top-level graph reads only subgraphs and
+    pytree specs (as torch.export's verifier allows); no call_module/call_method nodes."""
     for module in graph_modules(gm):
         for node in module.graph.nodes:
             if node.op == "call_function":
@@ -80,7 +81,7 @@ def verify_functional_ops(gm: torch.fx.GraphModule) -> None:
                 )
             elif node.op == "get_attr" and module is gm:
                 value = getattr(gm, node.target, None)
-                if not isinstance(value, torch.fx.GraphModule):
+                if not isinstance(value, (torch.fx.GraphModule, pytree.TreeSpec)):
                     raise VerificationError(
                         f"node {node.name} reads attribute {node.target!r} of type "
                         f"{type(value).__name__}; tensors must be lifted to inputs",

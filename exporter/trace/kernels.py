@@ -168,6 +168,9 @@ CONVERSIONS = (
 """The ``aten.to`` overloads every conversion spelling reaches."""
 
 
+_NUMBER_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
+
+
 def checked_conversion(op: OpOverload):
     """A kernel for conversion ``op`` that first records ``aten._assert_tensor_metadata``.
 
@@ -178,6 +181,10 @@ def checked_conversion(op: OpOverload):
     """
 
     def kernel(tensor, *args, **kwargs):
+        if not isinstance(tensor, torch.Tensor):
+            # A Python number reaches here where the dispatcher would wrap it (a batching
+            # rule converting the 1 of ``a * b + 1``): it has no metadata to check.
+            return op.decompose(torch.scalar_tensor(tensor, dtype=_NUMBER_DTYPES[type(tensor)]), *args, **kwargs)
         torch.ops.aten._assert_tensor_metadata.default(
             tensor, dtype=tensor.dtype, device=tensor.device, layout=tensor.layout
         )

@@ -23,6 +23,9 @@ functional composites kept whole       torch.export's ``_override_composite_impl
 stack traces recorded cheaply          ``_ModuleStackTracer.create_node`` and
 (``create_node``, fx config flag)      ``torch.fx.config.do_not_emit_stack_traces``
 lazy graph modules                     ``torch.fx._lazy_graph_module._use_lazy_graph_module``
+Dynamo's config, for higher-order ops  the Dynamo config torch.export's non-strict mode
+that compile their bodies (cond,       patches (``ExportDynamoConfig``): no automatic
+while_loop), when Dynamo is loaded     dynamic shapes on re-compiles, scalar outputs captured
 ``builtins.max``/``min``,              ``torch._export.non_strict_utils._override_builtin_ops``
 ``math.pow``
 ``Tensor.__getitem__`` with sizes,     the ``__getitem__`` and ``torch.tensor`` rewrites of
@@ -53,6 +56,7 @@ from .._torch_internals import (
     compiler_flags,
     enable_python_dispatcher,
     fake_impls,
+    loaded_dynamo_config,
     module_stack_tracer,
     set_compiler_flags,
     use_lazy_graph_module,
@@ -93,7 +97,35 @@ def tracing_patches(on_node: NodeHook | None = None) -> Iterator[None]:
         stack.enter_context(_conversions_checked())
         stack.enter_context(_node_recording(on_node))
         stack.enter_context(use_lazy_graph_module(True))
+        stack.enter_context(_dynamo_config_for_bodies())
         stack.enter_context(_python_semantics())
+        yield
+
+
+# What torch.export sets for the bodies of higher-order ops that Dynamo compiles: without
+# it, a second export in one process re-compiles a cached body with automatic dynamic
+# shapes, adding size inputs the traced subgraph knows nothing about.
+_DYNAMO_CONFIG_FOR_BODIES = {
+    "allow_rnn": True,
+    "specialize_int": True,
+    "specialize_float": True,
+    "assume_static_by_default": False,
+    "automatic_dynamic_shapes": False,
+    "capture_dynamic_output_shape_ops": True,
+    "capture_scalar_outputs": True,
+    "prefer_deferred_runtime_asserts_over_guards": False,
+    "do_not_emit_runtime_asserts": False,
+    "replay_side_effects": False,
+}
+
+
+@contextlib.contextmanager
+def _dynamo_config_for_bodies() -> Iterator[None]:
+    config = loaded_dynamo_config()
+    if config is None:
+        yield  # no body was compiled in this process yet: nothing cached to re-compile
+        return
+    with config.patch({k: v for k, v in _DYNAMO_CONFIG_FOR_BODIES.items() if hasattr(config, k)}):
         yield
 
 

@@ -78,3 +78,16 @@ def test_kept_composites_get_the_fake_outputs_eager_would_produce():
     sdpa = next(n for n in ep.graph.nodes if n.target is torch.ops.aten.scaled_dot_product_attention.default)
     q = x.view(2, 8, 2, 16).transpose(1, 2)
     assert sdpa.meta["val"].stride() == F.scaled_dot_product_attention(q, q, q).stride()
+
+
+def test_a_conversion_of_a_python_number_inside_vmap():
+    from torch.export import Dim
+
+    class PerSample(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.vmap(lambda a, b: (a * b + 1).sum(dim=0))(x, y).sum(dim=0)
+
+    x, y = torch.randn(3), torch.randn(3)
+    ep = exporter.export(PerSample(), (x, y), dynamic_shapes={"x": {0: Dim.DYNAMIC}, "y": {0: Dim.DYNAMIC}})
+    x, y = torch.randn(5), torch.randn(5)
+    torch.testing.assert_close(ep.module()(x, y), PerSample()(x, y))

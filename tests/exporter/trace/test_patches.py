@@ -149,3 +149,13 @@ def test_exporting_leaves_no_trace_in_later_torch_exports():
         for order in ("oracle-alone", "ours-first")
     ]
     assert outputs[0] == outputs[1]
+
+
+def test_dynamo_config_for_compiled_bodies_is_set_only_while_tracing():
+    import torch._dynamo.config as dynamo_config  # loaded: as once a torch.cond has run
+
+    before = (dynamo_config.automatic_dynamic_shapes, dynamo_config.capture_scalar_outputs)
+    with tracing_patches():
+        assert dynamo_config.automatic_dynamic_shapes is False
+        assert dynamo_config.capture_scalar_outputs is True
+    assert (dynamo_config.automatic_dynamic_shapes, dynamo_config.capture_scalar_outputs) == before
