@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
 
 from ._state import ExportState
 from ._torch_internals import ModuleCallEntry, ModuleCallSignature
@@ -12,15 +13,18 @@ __all__ = ["build_program"]
 
 
 def _state_dict(state: ExportState) -> dict[str, torch.Tensor]:
-    """The user's own parameters and persistent buffers (not copies), under every alias."""
-    non_persistent = {
-        spec.target for spec in state.input_specs if spec.persistent is False and spec.target
+    """The user's own parameters and persistent buffers (not copies), under every alias,
+    as the program's inputs name them (a tensor-subclass one as its inner tensors)."""
+    every = {
+        **dict(state.root.named_parameters(remove_duplicate=False)),
+        **dict(state.root.named_buffers(remove_duplicate=False)),
+        **state.subclass_leaves,
     }
-    out: dict[str, torch.Tensor] = dict(state.root.named_parameters(remove_duplicate=False))
-    for name, buf in state.root.named_buffers(remove_duplicate=False):
-        if name not in non_persistent:
-            out[name] = buf
-    return out
+    return {
+        spec.target: every[spec.target]
+        for spec in state.input_specs
+        if spec.kind == InputKind.PARAMETER or (spec.kind == InputKind.BUFFER and spec.persistent)
+    }
 
 
 def _module_call_graph(state: ExportState) -> list[ModuleCallEntry]:

@@ -74,6 +74,10 @@ class ExportState:
     constant_fqns: dict[int, list[str]] = attrs.field(factory=dict)
     """id(tensor) -> FQNs of the plain tensor attributes of ``root`` (neither parameter nor buffer)."""
 
+    subclass_leaves: dict[str, torch.Tensor] = attrs.field(factory=dict)
+    """The inner tensors of tensor-subclass parameters and buffers, by the name they are
+    inputs under (``parametrizations.weight.original0``): the program holds these."""
+
     range_constraints: dict[sympy.Expr, ValueRanges] = attrs.field(factory=dict)
     """Value range of every input size expression and data-dependent symbol."""
 

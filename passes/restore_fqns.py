@@ -33,7 +33,8 @@ def restore_fqns(state: ExportState) -> bool:
     * Every PARAMETER and BUFFER target resolves, on the original module, to the very
       tensor that was traced, including each alias of a tied weight or shared submodule
       (``named_parameters(remove_duplicate=False)``), so ``ep.state_dict`` holds the
-      user's tensors under the user's names.
+      user's tensors under the user's names; the inner tensors of a tensor-subclass
+      parameter are named ``parametrizations.<name>.original<i>``, as torch.export names them.
     * Buffers registered with ``persistent=False`` are marked ``persistent=False`` and
       their values move to ``constants``, out of the state dict, as torch.export does.
     * Mutation outputs target the same FQNs as the inputs they update.
@@ -45,8 +46,10 @@ def restore_fqns(state: ExportState) -> bool:
     for spec in state.input_specs:
         if spec.kind not in (InputKind.PARAMETER, InputKind.BUFFER):
             continue
-        value = _lookup(root, spec.target)
-        if value is None or value is not persistent_state.get(spec.target):
+        value = state.subclass_leaves.get(spec.target)
+        if value is None:
+            value = _lookup(root, spec.target)
+        if value is None or value is not persistent_state.get(spec.target, state.subclass_leaves.get(spec.target)):
             raise PassError(
                 f"input {spec.arg.name} targets {spec.target!r}, which is not a "
                 f"{spec.kind.name.lower()} of {type(root).__name__}",

@@ -23,17 +23,7 @@ from torch.export.graph_signature import (
     TensorArgument,
 )
 
-__all__ = ["argument_spec", "constant_attribute_fqns", "input_specs", "non_persistent_buffer_names", "output_specs"]
-
-
-def non_persistent_buffer_names(root: torch.nn.Module) -> set[str]:
-    """FQNs (all aliases) of buffers registered with ``persistent=False``."""
-    names = set()
-    for prefix, module in root.named_modules(remove_duplicate=False):
-        for name in module._non_persistent_buffers_set:
-            if module._buffers.get(name) is not None:
-                names.add(f"{prefix}.{name}" if prefix else name)
-    return names
+__all__ = ["argument_spec", "constant_attribute_fqns", "input_specs", "output_specs"]
 
 
 def constant_attribute_fqns(root: torch.nn.Module) -> dict[int, list[str]]:

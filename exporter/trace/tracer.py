@@ -41,11 +41,12 @@ from .._torch_internals import (
     tracing,
     unwrap_functional,
 )
-from ..inputs.bind import BoundInputs, dispatches_like_a_tensor
+from ..inputs.bind import BoundInputs
 from .explain import explain
 from .patches import tracing_patches
 from .preserve import module_preserved
-from .signature import constant_attribute_fqns, input_specs, non_persistent_buffer_names, output_specs
+from .signature import constant_attribute_fqns, input_specs, output_specs
+from .state_inputs import StateInputs, collect_state
 from .symbols import FakeInputs, fake_inputs, new_fake_mode
 
 __all__ = ["trace"]
@@ -111,19 +112,6 @@ def _root_relative_module_stacks(gm: torch.fx.GraphModule) -> None:
                 }
 
 
-def _refuse_subclass_state(state: dict[str, torch.Tensor]) -> None:
-    for name, tensor in state.items():
-        if not dispatches_like_a_tensor(tensor):
-            kind = "parameter" if isinstance(tensor, torch.nn.Parameter) else "buffer"
-            raise TraceError(
-                f"{kind} {name!r} is a {type(tensor).__qualname__}, a tensor subclass with its own "
-                "__torch_dispatch__; exporter traces plain tensors only, so its ops would be lost",
-                category=Category.UNSUPPORTED_TENSOR_SUBCLASS,
-                hint="register its inner tensors as plain parameters and build the subclass in forward() "
-                "from them, or export this model with torch.export, which desugars tensor subclasses",
-            )
-
-
 class _NeedsFunctionalization(Exception):
     """Internal: the unfunctionalized trace met a write, so it must be redone functionalized."""
 
@@ -146,7 +134,7 @@ class _WriteWatch:
 
 def _make_traced_fn(
     root: torch.nn.Module,
-    state_names: list[str],
+    state_inputs: StateInputs,
     bound: BoundInputs,
     input_labels: list[str],
     recorded: _Recorded,
@@ -155,18 +143,29 @@ def _make_traced_fn(
 ):
     """The flat function make_fx traces, (state..., user leaves...) -> (updates..., outputs...),
     and the module holding ``root`` that it calls."""
+    state_names = state_inputs.names
     n_state = len(state_names)
     # make_fx records nn_module_stack relative to the module the traced function carries.
     holder = _Holder(root)
 
     def run(inputs: list[Any]) -> tuple[Any, dict[str, Any]]:
         state = dict(zip(state_names, inputs[:n_state]))
+        swapped = state_inputs.module_state(state)
+        rebuilt = {sub.name: swapped[sub.name] for sub in state_inputs.subclasses}
         args, kwargs = pytree.tree_unflatten(inputs[n_state:], bound.in_spec)
-        with reparametrize_module(root, state, tie_weights=True, strict=True, stack_weights=True):
+        with reparametrize_module(root, swapped, tie_weights=True, strict=True, stack_weights=True):
             out = getattr(holder, _ROOT_ATTR)(*args, **kwargs)
-        # On exit the context writes the module's final tensors back into `state`, so a
+        # On exit the context writes the module's final tensors back into `swapped`, so a
         # buffer reassigned in forward (self.buf = new) shows up there as a new object.
-        return out, state
+        for name, tensor in rebuilt.items():
+            if swapped[name] is not tensor:
+                raise TraceError(
+                    f"forward() replaced {name!r}, a tensor-subclass parameter or buffer, which a "
+                    "program holds as its inner tensors",
+                    category=Category.UNSUPPORTED_MUTATION,
+                    hint="update it in place, or keep a plain tensor there",
+                )
+        return out, {name: swapped.get(name, value) for name, value in state.items()}
 
     def traced_plain(*flat_inputs):
         inputs = list(flat_inputs)
@@ -249,11 +248,11 @@ class _Traced:
     recorded: _Recorded
 
 
-def _trace_once(root, state_values, state_names, bound, labels, plan, *, functionalized: bool) -> _Traced:
+def _trace_once(root, state_inputs: StateInputs, bound, labels, plan, *, functionalized: bool) -> _Traced:
     fake_mode = new_fake_mode(root)
-    fakes = fake_inputs(fake_mode, state_values, bound, plan)
+    fakes = fake_inputs(fake_mode, state_inputs.values, bound, plan)
     recorded = _Recorded()
-    traced, holder = _make_traced_fn(root, state_names, bound, labels, recorded, functionalized=functionalized)
+    traced, holder = _make_traced_fn(root, state_inputs, bound, labels, recorded, functionalized=functionalized)
     # The tracing context hands our fake mode to anything that compiles a region
     # internally (torch.cond runs its branches through torch.compile).
     with fake_mode, tracing(TracingContext(fake_mode)):
@@ -278,11 +277,8 @@ def trace(
     in-place op, out= op, side-effectful op or buffer reassignment aborts that trace and
     the model is traced again, functionalized.  ``always_functionalize`` skips the first try.
     """
-    parameters = dict(root.named_parameters(remove_duplicate=False))
-    buffers = dict(root.named_buffers(remove_duplicate=False))
-    _refuse_subclass_state({**parameters, **buffers})
-    state_names = [*parameters, *buffers]
-    state_values = [*parameters.values(), *buffers.values()]
+    state_inputs = collect_state(root)
+    parameters, buffers = list(state_inputs.parameters), list(state_inputs.buffers)
     labels = [
         *(f"parameter '{n}'" for n in parameters),
         *(f"buffer '{n}'" for n in buffers),
@@ -295,12 +291,12 @@ def trace(
             traced = None
             if not always_functionalize:
                 try:
-                    traced = _trace_once(root, state_values, state_names, bound, labels, plan, functionalized=False)
+                    traced = _trace_once(root, state_inputs, bound, labels, plan, functionalized=False)
                 except _NeedsFunctionalization as why:
                     log.debug("tracing again, functionalized: %s", why)
                     watch.functionalized = True
             if traced is None:
-                traced = _trace_once(root, state_values, state_names, bound, labels, plan, functionalized=True)
+                traced = _trace_once(root, state_inputs, bound, labels, plan, functionalized=True)
     except ExportError:
         raise
     except Exception as e:
@@ -321,8 +317,8 @@ def trace(
     return ExportState(
         root=root,
         gm=gm,
-        input_specs=input_specs(placeholders, list(parameters), list(buffers), non_persistent_buffer_names(root)),
-        output_specs=output_specs(outputs, recorded.mutated, placeholders, list(parameters), list(buffers)),
+        input_specs=input_specs(placeholders, parameters, buffers, state_inputs.non_persistent),
+        output_specs=output_specs(outputs, recorded.mutated, placeholders, parameters, buffers),
         fake_mode=fake_mode,
         args=bound.args,
         kwargs=bound.kwargs,
@@ -331,6 +327,7 @@ def trace(
         user_input_paths=list(bound.paths),
         forward_arg_names=list(bound.forward_arg_names),
         constant_fqns=constant_attribute_fqns(root),
+        subclass_leaves=state_inputs.leaves,
         dynamic=plan,
         tracked=traced.fakes.tracked,
         equalities=traced.fakes.equalities,

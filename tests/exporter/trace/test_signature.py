@@ -5,7 +5,7 @@ from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind
 
 from exporter.inputs import bind_inputs
 from exporter.trace import trace
-from exporter.trace.signature import argument_spec, constant_attribute_fqns, non_persistent_buffer_names
+from exporter.trace.signature import argument_spec, constant_attribute_fqns
 
 
 class Counter(torch.nn.Module):
@@ -46,7 +46,6 @@ def test_specs_follow_the_traced_function():
 
 def test_state_names_and_argument_kinds():
     model = Counter()
-    assert non_persistent_buffer_names(model) == {"cache"}
     assert constant_attribute_fqns(model) == {id(model.scale): ["scale"]}
     graph = torch.fx.Graph()
     node = graph.placeholder("n")

@@ -187,18 +187,25 @@ def test_an_export_only_failure_says_the_model_runs_eagerly():
     assert "the model runs eagerly on these inputs, so this is an export problem" in info.value.hint
 
 
-def test_tensor_subclass_state_is_refused_with_its_name():
+def test_tensor_subclass_state_is_traced_as_its_inner_tensors():
     from torch.testing._internal.two_tensor import TwoTensor
 
     class SubclassWeight(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.inner = torch.nn.Module()
-            self.inner.weight = torch.nn.Parameter(TwoTensor(torch.ones(3), torch.ones(3)))
+            self.inner.weight = torch.nn.Parameter(TwoTensor(torch.ones(3), torch.full((3,), 2.0)))
 
         def forward(self, x):
-            return x + self.inner.weight
+            return x + (x * self.inner.weight).a
 
-    with pytest.raises(TraceError, match=r"parameter 'inner.weight' is a TwoTensor, a tensor subclass") as info:
-        exporter.export(SubclassWeight(), (torch.randn(3),))
-    assert info.value.category is exporter.Category.UNSUPPORTED_TENSOR_SUBCLASS
+    model = SubclassWeight()
+    ep = exporter.export(model, (torch.randn(3),))
+    assert [s.target for s in ep.graph_signature.input_specs[:2]] == [
+        "inner.parametrizations.weight.original0",
+        "inner.parametrizations.weight.original1",
+    ]
+    assert type(ep.state_dict["inner.parametrizations.weight.original0"]) is torch.nn.Parameter
+    x = torch.randn(3)
+    torch.testing.assert_close(ep.module()(x), model(x))
+    assert isinstance(model.inner.weight, TwoTensor) and isinstance(model.inner.weight, torch.nn.Parameter)
