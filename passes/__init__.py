@@ -10,6 +10,7 @@ from .lift_constants import lift_constants
 from .name_placeholders import name_placeholders
 from .normalize_module_stack import normalize_module_stack
 from .order_inputs import order_inputs
+from .pin_variable_layouts import pin_variable_layouts
 from .remove_state_copies import remove_state_copies
 from .restore_fqns import restore_fqns
 
@@ -22,6 +23,7 @@ __all__ = [
     "name_placeholders",
     "normalize_module_stack",
     "order_inputs",
+    "pin_variable_layouts",
     "remove_state_copies",
     "restore_fqns",
 ]
@@ -31,6 +33,7 @@ DEFAULT_PASSES = (
     insert_runtime_asserts,
     eliminate_dead_code,
     functionalize_constant_writes,
+    pin_variable_layouts,
     lift_constants,
     restore_fqns,
     order_inputs,

@@ -63,7 +63,7 @@ def test_verify_each_pass_catches_a_pass_that_breaks_the_ir(monkeypatch):
 def test_default_pipeline_order_is_visible():
     assert [p.__name__ for p in DEFAULT_PASSES] == [
         "remove_state_copies", "insert_runtime_asserts", "eliminate_dead_code", "functionalize_constant_writes",
-        "lift_constants", "restore_fqns",
+        "pin_variable_layouts", "lift_constants", "restore_fqns",
         "order_inputs", "name_placeholders", "normalize_module_stack",
     ]
 

@@ -1,0 +1,171 @@
+"""Make the program run whatever layout a kept-whole composite returns at run time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch.export.graph_signature import InputKind
+
+from exporter._state import ExportState
+
+__all__ = ["pin_variable_layouts", "possible_layouts"]
+
+# How far past an op to follow other layouts of its output before giving up and pinning.
+_FOLLOW_LIMIT = 64
+
+
+def _dense_strides(shape: tuple[int, ...], order: list[int]) -> tuple[int, ...]:
+    """Strides of a dense tensor of ``shape`` whose dims, outermost first, are ``order``."""
+    strides = [0] * len(shape)
+    step = 1
+    for dim in reversed(order):
+        strides[dim] = step
+        step *= max(shape[dim], 1)
+    return tuple(strides)
+
+
+def _from_parameters(node: torch.fx.Node, parameters: set[torch.fx.Node]) -> bool:
+    """Whether ``node``'s value is computed from a parameter (so it requires grad when the
+    program runs in grad mode)."""
+    seen, stack = set(), [node]
+    while stack:
+        current = stack.pop()
+        if current in parameters:
+            return True
+        if current in seen:
+            continue
+        seen.add(current)
+        stack.extend(current.all_input_nodes)
+    return False
+
+
+def _attention_layouts(node: torch.fx.Node, parameters: set[torch.fx.Node]) -> list[tuple[int, ...]]:
+    # The fused CPU kernel returns (batch, heads, query, value) as a transpose of
+    # (batch, query, heads, value); when the mask requires grad the math kernel runs
+    # instead and returns it contiguous.  A mask computed from parameters (T5's learned
+    # position bias) requires grad exactly when the program runs in grad mode.
+    mask = node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_mask")
+    shape = tuple(_hint(s) for s in node.meta["val"].shape)
+    if not isinstance(mask, torch.fx.Node) or not _from_parameters(mask, parameters) or len(shape) != 4:
+        return []
+    return [_dense_strides(shape, [0, 1, 2, 3]), _dense_strides(shape, [0, 2, 1, 3])]
+
+
+_VARIABLE_LAYOUT_OPS: dict[Any, Callable[[torch.fx.Node, set[torch.fx.Node]], list[tuple[int, ...]]]] = {
+    torch.ops.aten.scaled_dot_product_attention.default: _attention_layouts,
+}
+"""Kept-whole composites whose output layout depends on more than their inputs' layouts,
+and the layouts each may return given where its inputs come from (the parameter
+placeholders): which kernel scaled_dot_product_attention runs depends on whether its mask
+requires grad, and the trace cannot know the grad mode the program will run in."""
+
+
+def possible_layouts(node: torch.fx.Node, parameters: set[torch.fx.Node]) -> list[tuple[int, ...]]:
+    """Strides ``node``'s output may have when the program runs (empty: only the traced ones)."""
+    layouts = _VARIABLE_LAYOUT_OPS.get(node.target)
+    if layouts is None or not isinstance(node.meta.get("val"), torch.Tensor):
+        return []
+    return layouts(node, parameters)
+
+
+def _hint(size: Any) -> int:
+    return int(size.node.hint) if isinstance(size, torch.SymInt) else int(size)
+
+
+def _meta_like(val: Any, strides: tuple[int, ...] | None = None) -> Any:
+    if not isinstance(val, torch.Tensor):
+        return _hint(val) if isinstance(val, torch.SymInt) else val
+    shape = tuple(_hint(s) for s in val.shape)
+    stride = strides if strides is not None else tuple(_hint(s) for s in val.stride())
+    return torch.empty_strided(shape, stride, dtype=val.dtype, device="meta")
+
+
+def _runs_with(node: torch.fx.Node, strides: tuple[int, ...]) -> bool:
+    """Whether every op after ``node`` still runs if its output has ``strides``.
+
+    The other layout is followed through the users on the meta device until it turns into
+    the layout the trace saw (a copy, a matmul) or meets an op that refuses it (a view).
+    """
+    changed: dict[torch.fx.Node, Any] = {node: _meta_like(node.meta["val"], strides)}
+    queue: list[torch.fx.Node] = list(node.users)
+    seen = 0
+    while queue:
+        user = queue.pop(0)
+        if user in changed or user.op != "call_function":
+            continue
+        seen += 1
+        if seen > _FOLLOW_LIMIT:
+            return False
+        args, kwargs = pytree.tree_map_only(
+            torch.fx.Node, lambda n: changed.get(n, _meta_like(n.meta.get("val"))), (user.args, user.kwargs)
+        )
+        try:
+            out = user.target(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - an op that refuses the layout is the answer
+            return False
+        traced = user.meta.get("val")
+        if isinstance(out, torch.Tensor) and isinstance(traced, torch.Tensor):
+            if out.stride() == tuple(_hint(s) for s in traced.stride()):
+                continue  # back to the traced layout: nothing further on can differ
+        changed[user] = out
+        queue.extend(user.users)
+    return True
+
+
+def _pin(state: ExportState, node: torch.fx.Node) -> None:
+    """After ``node``, copy its output into the layout the trace saw: permute to the order
+    of that layout's dims, make it contiguous, permute back (no sizes involved, so it
+    holds for dynamic shapes too)."""
+    val = node.meta["val"]
+    strides = [_hint(s) for s in val.stride()]
+    order = sorted(range(val.dim()), key=lambda d: -strides[d])
+    inverse = [order.index(d) for d in range(val.dim())]
+    graph = state.gm.graph
+    users = list(node.users)
+    with graph.inserting_after(node):
+        forward = graph.call_function(torch.ops.aten.permute.default, (node, order))
+    with graph.inserting_after(forward):
+        dense = graph.call_function(torch.ops.aten.clone.default, (forward,), {"memory_format": torch.contiguous_format})
+    with graph.inserting_after(dense):
+        back = graph.call_function(torch.ops.aten.permute.default, (dense, inverse))
+    with state.fake_mode:
+        forward.meta["val"] = val.permute(order)
+        dense.meta["val"] = forward.meta["val"].clone(memory_format=torch.contiguous_format)
+        back.meta["val"] = dense.meta["val"].permute(inverse)
+    for added in (forward, dense, back):
+        added.meta["nn_module_stack"] = node.meta.get("nn_module_stack")
+        added.meta["stack_trace"] = node.meta.get("stack_trace")
+    for user in users:
+        user.replace_input_with(node, back)
+    for spec in state.output_specs:
+        if getattr(spec.arg, "name", None) == node.name:
+            spec.arg.name = back.name
+
+
+def _variable_layout_nodes(graph: torch.fx.Graph) -> Iterator[torch.fx.Node]:
+    return (n for n in graph.nodes if n.op == "call_function" and n.target in _VARIABLE_LAYOUT_OPS)
+
+
+def pin_variable_layouts(state: ExportState) -> bool:
+    """The program runs whichever layout a kept-whole composite's kernel returns at run time.
+
+    A composite kept whole (``scaled_dot_product_attention``) was traced with the layout its
+    fused kernel gives; at run time another kernel may give another (see
+    ``_VARIABLE_LAYOUT_OPS``).  The layout reaches the program through the ops after it: a
+    ``view`` (a ``reshape`` or ``contiguous`` the trace found to be a no-op) is valid for
+    the traced layout only.  Where some possible layout would make a later op fail, the
+    output is copied into the traced layout right after the op; elsewhere nothing changes.
+    """
+    placeholders = [n for n in state.gm.graph.nodes if n.op == "placeholder"]
+    parameters = {n for n, spec in zip(placeholders, state.input_specs) if spec.kind == InputKind.PARAMETER}
+    changed = False
+    for node in list(_variable_layout_nodes(state.gm.graph)):
+        traced = tuple(_hint(s) for s in node.meta["val"].stride())
+        others = [layout for layout in possible_layouts(node, parameters) if layout != traced]
+        if others and not all(_runs_with(node, layout) for layout in others):
+            _pin(state, node)
+            changed = True
+    return changed
