@@ -83,6 +83,8 @@ def _diff(path: str, ours: Any, ref: Any, rtol: float, atol: float) -> OutputDif
             return OutputDiff(path, float("nan"), float("nan"), False, note)
         if ref.numel() == 0:
             return OutputDiff(path, 0.0, 0.0, True)
+        if ref.device.type == "meta":
+            return OutputDiff(path, 0.0, 0.0, True, "meta device: shape and dtype only")
         a, b = ours.detach().double(), ref.detach().double()
         err = (a - b).abs()
         both_nan = torch.isnan(a) & torch.isnan(b)

@@ -350,8 +350,8 @@ def redraw_like(tree: Any, seed: int) -> Any:
     generator = torch.Generator().manual_seed(seed)
 
     def redraw(t: torch.Tensor) -> torch.Tensor:
-        if t.numel() == 0:
-            return t.clone()
+        if t.numel() == 0 or t.device.type == "meta":
+            return t.clone()  # nothing to draw: no values (a meta tensor has only a shape)
         if t.dtype == torch.bool:
             return torch.randint(0, 2, t.shape, generator=generator).bool()
         low, high = t.min().item(), t.max().item()

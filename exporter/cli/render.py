@@ -121,7 +121,8 @@ def _verification_table(report) -> Group:
             table.add_row(run.label, "—", "", "", Text(run.error, style="red"))
             continue
         for out in run.outputs:
-            mark = Text("ok", style="green") if out.ok else Text("MISMATCH " + out.note, style="red")
+            note = f" ({out.note})" if out.note else ""
+            mark = Text("ok" + note, style="green") if out.ok else Text("MISMATCH" + note, style="red")
             table.add_row(run.label, escape(out.path), f"{out.max_abs:.3g}", f"{out.max_rel:.3g}", mark)
     return _titled(f"program vs eager (rtol {report.settings.rtol:g}, atol {report.settings.atol:g})", table)
 

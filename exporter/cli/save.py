@@ -25,11 +25,18 @@ def write_atomically(path: str, write: Callable[[str], None], *, suffix: str = "
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; give it a new file's mode
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def save_program(program: torch.export.ExportedProgram, path: str) -> None:

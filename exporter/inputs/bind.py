@@ -189,11 +189,6 @@ def _check_tensor_leaf(path: pytree.KeyPath, leaf: torch.Tensor) -> None:
             f"{where} has layout {leaf.layout}; only dense strided tensors can be exported",
             hint="pass tensor.to_dense()",
         )
-    if leaf.device.type == "meta":
-        raise InputSpecError(
-            f"{where} is on the meta device and has no values to check the export against",
-            hint="pass a real tensor of the same shape, e.g. torch.randn(...)",
-        )
 
 
 def dispatches_like_a_tensor(t: torch.Tensor) -> bool:

@@ -100,9 +100,10 @@ def state_values_restored(root: torch.nn.Module) -> Iterator[Callable[[], None]]
 
 
 def state_bytes(root: torch.nn.Module) -> int:
-    """Bytes held by the distinct parameters and buffers of ``root``."""
+    """Bytes of memory held by the distinct parameters and buffers of ``root`` (a tensor on
+    the meta device holds none)."""
     tensors = {id(t): t for t in (*root.parameters(), *root.buffers())}.values()
-    return sum(t.numel() * t.element_size() for t in tensors)
+    return sum(t.numel() * t.element_size() for t in tensors if t.device.type != "meta")
 
 
 def _is_tracing_value(value: Any) -> bool:

@@ -30,3 +30,13 @@ def test_json_and_programs_land_in_new_directories(tmp_path):
     program = exporter.export(torch.nn.ReLU(), (torch.randn(2),))
     save_program(program, str(tmp_path / "b" / "p.pt2"))
     assert torch.export.load(tmp_path / "b" / "p.pt2").module()(torch.tensor([-1.0, 2.0])).tolist() == [0.0, 2.0]
+
+
+def test_a_written_file_gets_the_mode_a_new_file_gets(tmp_path):
+    import os
+    import stat
+
+    write_json(str(tmp_path / "r.json"), {})
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(os.stat(tmp_path / "r.json").st_mode) == 0o666 & ~mask

@@ -38,7 +38,6 @@ x = torch.randn(2, 3)
         (TwoInputs(), (x,), {"mask": Config()}, r"kwargs\['mask'\] is a .*Config; example inputs may only hold"),
         (TwoInputs(), ([x, Unregistered(x)],), None, r"args\[0\]\[1\] is a .*Unregistered"),
         (TwoInputs(), (x.to_sparse(),), None, r"args\[0\] has layout torch.sparse_coo"),
-        (TwoInputs(), (torch.empty(2, device="meta"),), None, r"args\[0\] is on the meta device"),
     ],
 )
 def test_bad_inputs_are_named_with_a_fix(model, args, kwargs, match):
