@@ -18,11 +18,14 @@ from ._errors import (
     VerificationError,
 )
 from ._pipeline import export
+from .inputs import register_container, register_known_containers
 
 __version__ = "0.1.0"
 
 __all__ = [
     "export",
+    "register_container",
+    "register_known_containers",
     "Category",
     "ErrorInfo",
     "ExportError",

@@ -13,24 +13,28 @@ from .._errors import ConstraintError
 from .._state import ExportState
 from .._torch_internals import ConstraintViolationError
 from .fixes import constraint_report, in_input_names
+from .proofs import holds_on_ranges
 from .violations import find_violations
 
 __all__ = ["check_constraints"]
 
 
 def _solver_refusal(state: ExportState) -> ConstraintViolationError | None:
-    """What torch's shape solver holds against the trace, or None if it accepts it."""
+    """What torch's shape solver holds against the trace, or None if it accepts it.
+
+    If the solver refuses, it is asked again without the guards ``holds_on_ranges`` proves
+    true on the declared ranges (they constrain nothing), and its second answer stands.
+    """
     shape_env = state.fake_mode.shape_env
-    try:
-        shape_env.produce_guards(
-            [t.fake for t in state.tracked],
-            [t.source for t in state.tracked],
-            input_contexts=[t.context for t in state.tracked],
-            equalities_inputs=state.equalities,
-            ignore_static=False,
-        )
-    except ConstraintViolationError as e:
-        return e
+    refusal = _produce_guards(state, None)
+    if refusal is not None:
+        ranges = shape_env.var_to_range
+        unproven = [g for g in shape_env.guards if not holds_on_ranges(shape_env.simplify(g.expr), ranges)]
+        if len(unproven) == len(shape_env.guards):
+            return refusal
+        refusal = _produce_guards(state, unproven)
+        if refusal is not None:
+            return refusal
     solver = shape_env.dim_constraints
     if solver is None:
         return None
@@ -39,6 +43,21 @@ def _solver_refusal(state: ExportState) -> ConstraintViolationError | None:
     if forced:
         fixed = ", ".join(f"{name} = {value}" for name, value in forced.items())
         return ConstraintViolationError(f"dimensions declared dynamic must be constant:\n  - {fixed}")
+    return None
+
+
+def _produce_guards(state: ExportState, guards: list | None) -> ConstraintViolationError | None:
+    try:
+        state.fake_mode.shape_env.produce_guards(
+            [t.fake for t in state.tracked],
+            [t.source for t in state.tracked],
+            guards=guards,
+            input_contexts=[t.context for t in state.tracked],
+            equalities_inputs=state.equalities,
+            ignore_static=False,
+        )
+    except ConstraintViolationError as e:
+        return e
     return None
 
 

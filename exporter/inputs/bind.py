@@ -8,6 +8,7 @@ of surfacing as an error deep inside the model.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Any
 
@@ -16,6 +17,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .._errors import InputSpecError
+from .containers import describe_class, holds_tensors, register_containers_in
 from .module_inputs import register_module_inputs
 
 __all__ = ["BoundInputs", "Fields", "bind_inputs", "describe_path", "dispatches_like_a_tensor", "key_values"]
@@ -157,6 +159,7 @@ def bind_inputs(model: torch.nn.Module, args: Any, kwargs: Any) -> BoundInputs:
             ) from None
 
     register_module_inputs((args, kwargs))
+    register_containers_in((args, kwargs))
     flat_with_paths, in_spec = pytree.tree_flatten_with_path((args, kwargs))
     flat = [leaf for _, leaf in flat_with_paths]
     for path, leaf in flat_with_paths:
@@ -167,14 +170,23 @@ def bind_inputs(model: torch.nn.Module, args: Any, kwargs: Any) -> BoundInputs:
                 f"{describe_path(path)} is a {type(leaf).__module__}.{type(leaf).__qualname__}; "
                 "example inputs may only hold tensors, numbers, bools, strings, None, "
                 "or containers of them",
-                hint="if it is a container class, register it with "
-                "torch.utils._pytree.register_dataclass or register_pytree_node",
+                hint=_registration_hint(leaf),
             )
 
     paths = _forward_paths(signature, args, kwargs, len(flat))
     names = _forward_arg_names(signature, args, kwargs)
     labels = [describe_path(path) for path, _ in flat_with_paths]
     return BoundInputs(args, dict(kwargs), flat, in_spec, paths, names, labels)
+
+
+def _registration_hint(leaf: Any) -> str:
+    cls = type(leaf)
+    name = describe_class(cls)
+    if dataclasses.is_dataclass(leaf):
+        return f"register the dataclass before exporting: torch.export.register_dataclass({name})"
+    if hasattr(leaf, "__dict__") and holds_tensors(vars(leaf)):
+        return f"register the class before exporting: exporter.register_container({name})"
+    return "pass the tensors and values it holds as inputs of their own"
 
 
 def _check_tensor_leaf(path: pytree.KeyPath, leaf: torch.Tensor) -> None:

@@ -42,6 +42,7 @@ from .._torch_internals import (
     unwrap_functional,
 )
 from ..inputs.bind import BoundInputs
+from ..inputs.containers import describe_class, holds_tensors, register_containers_in
 from .explain import explain
 from .patches import tracing_patches
 from .preserve import module_preserved
@@ -172,7 +173,7 @@ def _make_traced_fn(
         out, state = run(inputs)
         if any(state[name] is not inputs[i] for i, name in enumerate(state_names)):
             raise _NeedsFunctionalization("a buffer was reassigned")
-        flat_out, recorded.out_spec = pytree.tree_flatten(out)
+        flat_out, recorded.out_spec = _flatten_outputs(out)
         return tuple(flat_out)
 
     def traced_functional(*flat_inputs):
@@ -196,7 +197,7 @@ def _make_traced_fn(
                 category=Category.UNSUPPORTED_OPERATOR,
                 hint="side-effectful custom ops are not supported yet; move the call out of forward()",
             )
-        flat_out, recorded.out_spec = pytree.tree_flatten(out)
+        flat_out, recorded.out_spec = _flatten_outputs(out)
 
         for i, name in enumerate(state_names):
             if state[name] is not functional[i]:
@@ -238,6 +239,34 @@ def _make_traced_fn(
 
     traced = traced_functional if functionalized else traced_plain
     return traced, holder
+
+
+_OUTPUT_LEAF_TYPES = (
+    torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool,
+    int, float, bool, str, type(None), torch.dtype, torch.device,
+)
+
+
+def _flatten_outputs(out: Any) -> tuple[list[Any], pytree.TreeSpec]:
+    """forward()'s return value as leaves; container objects (KV caches) are opened up."""
+    register_containers_in(out)
+    with_paths, spec = pytree.tree_flatten_with_path(out)
+    for path, leaf in with_paths:
+        if not isinstance(leaf, _OUTPUT_LEAF_TYPES):
+            where = f"output{pytree.keystr(path)}" if path else "the output"
+            raise TraceError(
+                f"forward() returns a {describe_class(type(leaf))} at {where}, which is not a pytree "
+                "container: a program's outputs are tensors, numbers and containers of them",
+                hint=_registration_hint(leaf),
+            )
+    return [leaf for _, leaf in with_paths], spec
+
+
+def _registration_hint(leaf: Any) -> str:
+    cls = type(leaf)
+    if holds_tensors(vars(leaf) if hasattr(leaf, "__dict__") else ()):
+        return f"register the class before exporting: exporter.register_container({describe_class(cls)})"
+    return "return its tensors or values instead of the object"
 
 
 @attrs.frozen
