@@ -5,6 +5,8 @@
 
 Failures are ``ExportError`` subclasses; ``ErrorInfo.from_exception(e)`` turns any
 failure into plain data (type, category, message, location, hint).
+``report_submodules(model, args, kwargs)`` says which submodules of a failing model
+export on their own, and where the problem is.
 """
 
 from ._errors import (
@@ -18,6 +20,7 @@ from ._errors import (
     VerificationError,
 )
 from ._pipeline import export
+from .submodules import ModuleStatus, SubmoduleNode, SubmoduleReport, report_submodules
 from .inputs import register_container, register_known_containers
 
 __version__ = "0.1.0"
@@ -34,5 +37,9 @@ __all__ = [
     "TraceError",
     "PassError",
     "VerificationError",
+    "report_submodules",
+    "SubmoduleReport",
+    "SubmoduleNode",
+    "ModuleStatus",
     "__version__",
 ]

@@ -1,13 +1,15 @@
 """One export of a model reference, start to finish, as the CLI and CI run it; the result is data.
 
 ``run_export(ExportSettings(...))`` loads the model, finds its inputs, exports it, optionally
-checks the program against eager and saves it, and returns an ``ExportReport``: everything a
-person or a CI system wants to know, ready to render (``render``) or dump as JSON.
+checks the program against eager and saves it (or, when the export fails, finds which
+submodules export on their own), and returns an ``ExportReport``: everything a person or a
+CI system wants to know, ready to render (``render``) or dump as JSON.
 Failures are captured in the report, never raised.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 
@@ -17,6 +19,7 @@ from .._errors import ErrorInfo
 from .._pipeline import export_timed
 from .._timing import StageTimer
 from ..inputs import bind_inputs, describe_path
+from ..submodules import report_submodules
 from .analysis import library_versions, module_op_counts, op_histogram, range_rows, signature_rows
 from .compare import compare_with_eager, require_match
 from .dynamic_flags import dynamic_shapes_from_flags
@@ -27,13 +30,15 @@ from .settings import ExportSettings
 
 __all__ = ["run_export"]
 
+log = logging.getLogger(__name__)
+
 
 def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None = None) -> ExportReport:
     """Load, export, optionally verify and save ``settings.model``; failures end up in the report."""
     report = ExportReport(settings)
     stage = on_stage or (lambda name: None)
     timer = StageTimer()
-    model = None
+    model = examples = None
     try:
         stage("loading the model")
         loaded = load_model(settings.model, settings.init_args, train=settings.train)
@@ -81,6 +86,15 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
         report.status = "ok"
     except Exception as e:  # noqa: BLE001 - reported, not raised
         report.error = ErrorInfo.from_exception(e)
+        # Not when there is a program (verification or saving failed: every module exports), nor
+        # when the model or inputs were given wrongly (no module would run on them).
+        export_failed = report.program is None and not report.error.is_input_error
+        if settings.report_submodules and examples is not None and export_failed:
+            stage("exporting submodules on their own")
+            try:
+                report.submodules = report_submodules(model, examples.args, examples.kwargs, root_error=report.error)
+            except Exception as failure:  # noqa: BLE001 - the export's own error is what the report is about
+                log.warning("--report-submodules: %s", ErrorInfo.from_exception(failure).headline)
     finally:
         report.timings = {**timer.timings, "total": timer.elapsed()}
         report.versions = library_versions(model)

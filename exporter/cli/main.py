@@ -65,6 +65,12 @@ def _export_parser() -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance for --verify (default 1e-4)")
     p.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance for --verify (default 1e-5)")
     p.add_argument("--graph", action="store_true", help="print the graph's code")
+    p.add_argument(
+        "--report-submodules",
+        action="store_true",
+        help="when the export fails, export each failing module's submodules on their own and show "
+        "the tree of which export and where the problem is (also in --json)",
+    )
     loud = p.add_mutually_exclusive_group()
     loud.add_argument("-q", "--quiet", action="store_true", help="print one line")
     loud.add_argument("-v", "--verbose", action="store_true", help="debug logging and tracebacks")
@@ -129,6 +135,7 @@ def _export_main(argv: list[str]) -> int:
         rtol=args.rtol,
         atol=args.atol,
         dynamic=args.dynamic,
+        report_submodules=args.report_submodules,
     )
     with progress(console if not args.quiet else Console(quiet=True, emoji=False)) as stage:
         report = run_export(settings, on_stage=stage)

@@ -15,8 +15,9 @@ from rich.text import Text
 from rich.tree import Tree
 
 from .._errors import Category, ErrorInfo
+from ..submodules import ModuleStatus, SubmoduleNode, SubmoduleReport
 
-__all__ = ["progress", "render_check", "render_error", "render_export", "render_quiet"]
+__all__ = ["progress", "render_check", "render_error", "render_export", "render_quiet", "render_submodules"]
 
 
 @contextlib.contextmanager
@@ -166,6 +167,53 @@ def render_export(report, console: Console, *, show_graph: bool = False, verbose
             console.print("[green]exported[/]")
     else:
         render_error(report.error, console, verbose=verbose)
+        if report.submodules is not None:
+            render_submodules(report.submodules, console)
+
+
+def _submodule_label(node: SubmoduleNode, parent: str, root_error: ErrorInfo | None, ascii_only: bool) -> Group:
+    name = node.name[len(parent) + 1 :] if parent else node.name
+    line = Text(f"{name} ({node.class_name}) " if name else f"{node.class_name} ")
+    seconds = Text(f"  {node.seconds:.2f} s", style="dim") if node.seconds is not None else Text("")
+    if node.status is ModuleStatus.OK:
+        line.append("ok" if ascii_only else "✓ ok", style="green").append_text(seconds)
+    elif node.status is ModuleStatus.FAILED:
+        line.append("FAIL " if ascii_only else "✗ ", style="bold red").append(node.error.category.value, style="red")
+        line.append_text(seconds)
+    elif node.status is ModuleStatus.NOT_CALLED and node.children:
+        line.append("not called itself", style="dim")  # a ModuleList: what it holds is
+    else:
+        line.append(node.status.value, style="dim")
+    if node.frontier:
+        line.append("  <- problem is here" if ascii_only else "  ← problem is here", style="bold red")
+    lines = [line]
+    if node.error is not None and node.error.location:
+        lines.append(Text(f"at {node.error.location}", style="cyan"))
+    # The model's own error is in the panel above; a frontier module failing otherwise says how.
+    if node.frontier and node.error != root_error:
+        lines.append(Text(node.error.headline))
+        if node.error.hint:
+            lines.append(Text(f"hint: {node.error.hint}", style="yellow"))
+    return Group(*lines)
+
+
+def render_submodules(submodules: SubmoduleReport, console: Console) -> None:
+    """The tree of modules exported on their own: which export, which fail, where the problem is."""
+    ascii_only = console.options.ascii_only  # as rich's own tree guides fall back to ASCII
+    root = submodules.root
+
+    def add(branch: Tree, node: SubmoduleNode) -> None:
+        for child in node.children:
+            add(branch.add(_submodule_label(child, node.name, root.error, ascii_only)), child)
+
+    tree = Tree(_submodule_label(root, "", root.error, ascii_only))
+    add(tree, root)
+    console.print(_titled(f"submodules exported on their own, static shapes ({submodules.seconds:.2f} s)", tree))
+    if root.status is ModuleStatus.OK:
+        console.print(Text(f"{root.class_name} exports on its own", style="bold green"))
+    elif submodules.frontier:
+        where = ", ".join(f"{n.name or '<model>'} ({n.class_name})" for n in submodules.frontier)
+        console.print(Text(f"the problem is in {where}", style="bold"))
 
 
 def render_quiet(report, console: Console) -> None:
@@ -181,8 +229,10 @@ def render_quiet(report, console: Console) -> None:
     else:
         error = report.error
         location = f" at {error.location}" if error.location else ""
+        frontier = [n.name for n in report.submodules.frontier if n.name] if report.submodules else []
+        where = f"; fails in {', '.join(frontier)}" if frontier else ""
         console.print(
-            f"FAILED {report.settings.model}: [{error.category.value}] {error.headline}{location}",
+            f"FAILED {report.settings.model}: [{error.category.value}] {error.headline}{location}{where}",
             highlight=False,
             markup=False,
             soft_wrap=True,

@@ -8,6 +8,7 @@ import attrs
 import torch
 
 from .._errors import ErrorInfo
+from ..submodules import SubmoduleReport
 from .compare import Comparison
 from .settings import ExportSettings
 
@@ -43,6 +44,8 @@ class ExportReport:
     modules: list[dict[str, Any]] = attrs.field(factory=list)
     verification: list[Comparison] | None = None
     error: ErrorInfo | None = None
+    submodules: SubmoduleReport | None = None
+    """With ``--report-submodules``, when the export failed: which submodules export on their own."""
     versions: dict[str, str] = attrs.field(factory=dict)
     program: Any = None
     """The ExportedProgram (not part of the JSON report, and not sent between processes)."""
@@ -87,5 +90,6 @@ class ExportReport:
                 "runs": [c.to_json() for c in self.verification],
             },
             "error": None if self.error is None else self.error.to_json(),
+            "submodules": None if self.submodules is None else self.submodules.to_json(),
             "versions": self.versions,
         }

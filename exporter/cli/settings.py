@@ -28,6 +28,8 @@ class ExportSettings:
     atol: float = 1e-5
     dynamic: list[str] = attrs.field(factory=list)
     """``--dynamic`` flags: ``x.0=batch:1..64``."""
+    report_submodules: bool = False
+    """When the export fails, export the submodules on their own to find where it fails."""
 
 
 @attrs.define

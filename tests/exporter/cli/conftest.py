@@ -38,6 +38,17 @@ MODELS = textwrap.dedent(
 
     def not_a_model():
         return 3
+
+    class Pipeline(torch.nn.Module):
+        # fails to export only because of its Branchy gate
+        def __init__(self):
+            super().__init__()
+            self.pre = torch.nn.Linear(16, 16)
+            self.gate = Branchy()
+            self.post = torch.nn.Linear(16, 4)
+
+        def forward(self, x):
+            return self.post(self.gate(self.pre(x)))
     """
 )
 

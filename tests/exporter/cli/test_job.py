@@ -42,6 +42,29 @@ def test_a_program_that_differs_from_eager_fails_verification_and_is_not_saved(m
     assert not (models / "Noisy.pt2").exists()
 
 
+def test_a_failed_export_reports_which_submodules_export_when_asked(models):
+    report = run_export(ExportSettings("unit_models.py:Pipeline", save=False, report_submodules=True))
+    assert report.exit_code == 1 and report.error.category is Category.DATA_DEPENDENT_CONTROL_FLOW
+    submodules = report.submodules
+    assert [(n.name, n.status.value) for n in submodules.root.walk()] == [
+        ("", "failed"), ("pre", "ok"), ("gate", "failed"), ("post", "ok")
+    ]
+    assert submodules.root.error == report.error and submodules.root.seconds is None  # not exported twice
+    assert [n.name for n in submodules.frontier] == ["gate"]
+    assert submodules.frontier[0].error.location == report.error.location
+
+    assert run_export(ExportSettings("unit_models.py:Pipeline", save=False)).submodules is None  # not asked
+    exported = run_export(ExportSettings("unit_models.py:Net", save=False, report_submodules=True))
+    assert exported.ok and exported.submodules is None
+    # a program that differs from eager: every module exports, nothing to look for
+    mismatch = run_export(ExportSettings("unit_models.py:Noisy", save=False, verify=True, report_submodules=True))
+    assert mismatch.error.category is Category.VERIFICATION and mismatch.submodules is None
+    wrong_inputs = run_export(
+        ExportSettings("unit_models.py:Pipeline", example_inputs="f32[3,5]", save=False, report_submodules=True)
+    )
+    assert wrong_inputs.exit_code == 2 and wrong_inputs.submodules is None
+
+
 def test_dynamic_flags_become_a_dynamic_shapes_spec(models):
     report = run_export(ExportSettings("unit_models.py:Net", save=False, dynamic=["x.0=batch:2..32"]))
     assert report.ok, report.error

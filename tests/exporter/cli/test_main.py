@@ -170,6 +170,24 @@ def test_export_failure_names_category_line_and_leaves_output_alone(workdir):
     assert report["output_file"] is None
 
 
+def test_report_submodules_shows_which_submodules_export_and_where_it_fails(workdir):
+    result = run("models.py:Pipeline", "--report-submodules", "--json", "report.json", "-o", "p.pt2", cwd=workdir)
+    assert result.returncode == 1, out(result)
+    text = out(result)
+    assert "export failed: data-dependent control flow" in text
+    assert re.search(r"├── pre \(Linear\) (✓ )?ok", text), text
+    assert re.search(r"├── gate \(Branchy\) (✗|FAIL) data-dependent control flow .*problem is here", text), text
+    assert "the problem is in gate (Branchy)" in text
+    assert not (workdir / "p.pt2").exists()
+
+    submodules = json.loads((workdir / "report.json").read_text())["submodules"]
+    assert submodules["frontier"] == ["gate"]
+    root = submodules["root"]
+    assert (root["class"], root["status"], root["error"]["category"]) == ("Pipeline", "failed", "data-dependent control flow")
+    assert [(c["name"], c["status"]) for c in root["children"]] == [("pre", "ok"), ("gate", "failed"), ("post", "ok")]
+    assert root["children"][1]["error"]["location"].endswith("models.py:16")
+
+
 def test_verification_mismatch_fails_the_run(workdir):
     result = run("models.py:Noisy", "--example-inputs", "f32[64]", "--verify", "-o", "noisy.pt2", cwd=workdir)
     assert result.returncode == 1, out(result)
@@ -212,7 +230,7 @@ def test_json_report_schema(workdir):
     verification = report["verification"]
     assert verification["passed"] and [r["inputs"] for r in verification["runs"]] == ["example", "fresh #1", "fresh #2"]
     assert set(verification["runs"][0]["outputs"][0]) == {"path", "max_abs", "max_rel", "ok", "note"}
-    assert report["error"] is None
+    assert report["error"] is None and report["submodules"] is None
     assert report["versions"]["torch"] == torch.__version__ and "exporter" in report["versions"]
 
 

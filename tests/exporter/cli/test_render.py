@@ -4,10 +4,10 @@ import io
 
 from rich.console import Console
 
-from exporter import Category, ErrorInfo, InputSpecError, TraceError
+from exporter import Category, ErrorInfo, InputSpecError, ModuleStatus, SubmoduleNode, SubmoduleReport, TraceError
 from exporter.cli.check import CheckResult
 from exporter.cli.job import run_export
-from exporter.cli.render import progress, render_check, render_error, render_export, render_quiet
+from exporter.cli.render import progress, render_check, render_error, render_export, render_quiet, render_submodules
 from exporter.cli.report import ExportReport
 from exporter.cli.settings import ExportSettings
 
@@ -63,6 +63,59 @@ def test_a_failed_export_in_one_line():
     console = _console()
     render_quiet(report, console)
     assert _text(console).strip() == "FAILED m.py:M: [trace] first at m.py:9"
+
+
+def test_a_failed_export_shows_the_submodule_tree_after_the_error(models):
+    report = run_export(ExportSettings("unit_models.py:Pipeline", save=False, report_submodules=True))
+    console = _console()
+    render_export(report, console)
+    text = _text(console)
+    location = report.error.location
+    tree = text[text.index("submodules exported on their own, static shapes"):].splitlines()[1:]
+    assert [line.rstrip() for line in tree] == [
+        "Pipeline ✗ data-dependent control flow",
+        f"at {location}",
+        f"├── pre (Linear) ✓ ok  {report.submodules.find('pre').seconds:.2f} s",
+        f"├── gate (Branchy) ✗ data-dependent control flow  {report.submodules.find('gate').seconds:.2f} s  ← problem is here",
+        f"│   at {location}",
+        f"└── post (Linear) ✓ ok  {report.submodules.find('post').seconds:.2f} s",
+        "the problem is in gate (Branchy)",
+    ]
+    assert text.index("export failed: data-dependent control flow") < text.index("submodules exported")
+    quiet = _console()
+    render_quiet(report, quiet)
+    assert _text(quiet).rstrip().endswith(f"at {location}; fails in gate")
+
+
+class _AsciiFile(io.StringIO):
+    encoding = "ascii"
+
+
+def test_the_submodule_tree_in_ascii_with_the_frontier_error_when_it_differs():
+    model_error = ErrorInfo.from_exception(TraceError("the model failed", location="m.py:3"))
+    inner = ErrorInfo.from_exception(TraceError("inner failure\nmore", location="m.py:9", hint="fix it", category=Category.MODEL_ERROR))
+    leaf = SubmoduleNode("a.b", "Leaf", ModuleStatus.FAILED, calls=1, error=inner, seconds=0.25, frontier=True)
+    skipped = SubmoduleNode("a.c", "Deep", ModuleStatus.SKIPPED, calls=1)
+    container = SubmoduleNode("a", "ModuleList", ModuleStatus.NOT_CALLED, children=[leaf, skipped])
+    root = SubmoduleNode("", "M", ModuleStatus.FAILED, calls=1, error=model_error, children=[container])
+    console = Console(file=_AsciiFile(), width=100, record=True, emoji=False, color_system=None)
+    render_submodules(SubmoduleReport(root, seconds=1.5), console)
+    assert [line.rstrip() for line in _text(console).splitlines()] == [
+        "submodules exported on their own, static shapes (1.50 s)",
+        "M FAIL trace",
+        "at m.py:3",
+        "`-- a (ModuleList) not called itself",
+        "    +-- b (Leaf) FAIL model error  0.25 s  <- problem is here",
+        "    |   at m.py:9",
+        "    |   inner failure",
+        "    |   hint: fix it",
+        "    `-- c (Deep) skipped",
+        "the problem is in a.b (Leaf)",
+    ]
+
+    exports = _console()
+    render_submodules(SubmoduleReport(SubmoduleNode("", "M", ModuleStatus.OK, calls=1, seconds=0.1), seconds=0.2), exports)
+    assert _text(exports).splitlines()[1:] == ["M ✓ ok  0.10 s", "M exports on its own"]
 
 
 def test_the_check_table_and_the_failure_panels():

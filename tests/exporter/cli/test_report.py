@@ -1,6 +1,6 @@
 """The report's JSON schema and exit codes."""
 
-from exporter import ErrorInfo, InputSpecError, TraceError
+from exporter import ErrorInfo, InputSpecError, ModuleStatus, SubmoduleNode, SubmoduleReport, TraceError
 from exporter.cli.compare import Comparison, OutputDiff
 from exporter.cli.report import REPORT_SCHEMA, ExportReport, describe_leaf
 from exporter.cli.settings import ExportSettings
@@ -12,7 +12,7 @@ def test_the_json_has_every_documented_key():
     data = report.to_json()
     assert list(data) == [
         "schema", "status", "model", "inputs", "output_file", "timings", "dynamic",
-        "range_constraints", "signature", "ops", "modules", "verification", "error", "versions",
+        "range_constraints", "signature", "ops", "modules", "verification", "error", "submodules", "versions",
     ]
     assert data["schema"] == REPORT_SCHEMA == "exporter.report/1"
     assert data["timings"] == {"total": 1.234568} and data["dynamic"] == ["x.0=b"]
@@ -20,7 +20,22 @@ def test_the_json_has_every_documented_key():
         {"inputs": "example", "passed": True, "error": None,
          "outputs": [{"path": "output", "max_abs": 0.0, "max_rel": 0.0, "ok": True, "note": ""}]}
     ]
-    assert data["error"] is None and "program" not in data
+    assert data["error"] is None and data["submodules"] is None and "program" not in data
+
+
+def test_the_submodule_tree_goes_into_the_json():
+    report = ExportReport(ExportSettings("m.py:M", report_submodules=True))
+    report.error = ErrorInfo.from_exception(TraceError("broke", location="m.py:3"))
+    leaf = SubmoduleNode("gate", "Gate", ModuleStatus.FAILED, calls=1, error=report.error, seconds=0.5, frontier=True)
+    root = SubmoduleNode("", "M", ModuleStatus.FAILED, calls=1, error=report.error, children=[leaf])
+    report.submodules = SubmoduleReport(root, seconds=1.0)
+    data = report.to_json()["submodules"]
+    assert data["frontier"] == ["gate"] and data["seconds"] == 1.0
+    assert data["root"]["children"][0] == {
+        "name": "gate", "class": "Gate", "status": "failed", "calls": 1, "seconds": 0.5, "frontier": True,
+        "error": {"type": "TraceError", "category": "trace", "message": "broke", "location": "m.py:3", "hint": None},
+        "children": [],
+    }
 
 
 def test_exit_codes_follow_the_error():

@@ -11,6 +11,7 @@ def test_defaults_match_the_command_line():
         export_args.rtol, export_args.atol, export_args.train, export_args.verify
     )
     assert settings.dynamic == export_args.dynamic == []
+    assert settings.report_submodules is export_args.report_submodules is False
     check_args = _check_parser().parse_args(["m.py:M"])
     check = CheckSettings(["m.py:M"])
     assert (check.rtol, check.atol, check.jobs) == (check_args.rtol, check_args.atol, check_args.jobs)
