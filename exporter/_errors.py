@@ -173,6 +173,10 @@ class VerificationError(ExportError):
         super().__init__(message, **kw)
         self.rule = rule
         self.node = node
+        if self.hint is None:
+            self.hint = (
+                "this is a bug in exporter (or in a graph pass run on its program); please report it with the model"
+            )
 
 
 @attrs.frozen

@@ -58,6 +58,23 @@ def user_location(exc: BaseException) -> str | None:
     return f"{frame.filename}:{frame.lineno}" if frame else None
 
 
+_BRANCH_HINT = (
+    "branch with torch.cond(pred, true_fn, false_fn, operands), compute without the "
+    "branch (torch.where), or state what holds with torch._check(...)"
+)
+# torch.cond does not help a for loop whose trip count is data (`for e in x.nonzero():`,
+# `range(n.item())`): the loop has to run a number of times known when tracing.
+_LOOP_HINT = (
+    "loop a fixed number of times (over range(num_experts), say, not over the entries "
+    "present) and let masks or empty selections skip the unused iterations, or pass the "
+    "count as a Python int"
+)
+
+
+def _is_loop(line: str | None) -> bool:
+    return bool(line) and line.lstrip().startswith("for ")
+
+
 def explain(e: Exception) -> TraceError:
     """A TraceError saying what kind of failure ``e`` is, where in the user's code, and what to do."""
     frame = _user_frame(e)
@@ -70,8 +87,7 @@ def explain(e: Exception) -> TraceError:
             f"traces with shapes only, not values [torch: {text}]",
             category=Category.DATA_DEPENDENT_CONTROL_FLOW,
             location=where,
-            hint="branch with torch.cond(pred, true_fn, false_fn, operands), compute without the "
-            "branch (torch.where), or state what holds with torch._check(...)",
+            hint=_LOOP_HINT if frame and _is_loop(frame.line) else _BRANCH_HINT,
         )
     if isinstance(e, DynamicOutputShapeException):
         return TraceError(

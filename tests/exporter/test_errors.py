@@ -58,6 +58,11 @@ def test_text_says_what_where_and_what_to_do():
     assert str(InputSpecError("only a message")) == "only a message"
 
 
+def test_a_verification_error_without_a_hint_says_to_report_it():
+    assert "bug in exporter" in VerificationError("node add_ mutates", rule="functional-ops").hint
+    assert VerificationError("m", rule="r", hint="loosen --rtol").hint == "loosen --rtol"
+
+
 def test_error_info_from_an_export_error_keeps_its_fields():
     try:
         raise TraceError("line one\nline two", location="m.py:9", hint="h", category=Category.UNSUPPORTED_OPERATOR)
