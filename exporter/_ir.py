@@ -1,6 +1,14 @@
-"""Names of the export IR that the tracer, the passes, the verifier and reports share."""
+"""Names of the export IR that the tracer, the passes, the verifier and reports share,
+and where in the user's code a node came from."""
 
 from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import os
+import re
+import traceback
 
 import torch
 import torch.utils._pytree as pytree
@@ -12,7 +20,10 @@ __all__ = [
     "STATE_MUTATIONS",
     "graph_modules",
     "graph_symbols",
+    "is_library_frame",
     "module_stack_key",
+    "node_frame",
+    "node_location",
 ]
 
 PLACEHOLDER_PREFIXES = {
@@ -60,3 +71,50 @@ def graph_symbols(gm: torch.fx.GraphModule) -> set:
                     if isinstance(number, (torch.SymInt, torch.SymFloat, torch.SymBool)):
                         found |= number.node.expr.free_symbols
     return found
+
+
+# -- the user's source line of a node ---------------------------------------------------------
+
+
+@functools.cache
+def _library_dirs() -> tuple[str, ...]:
+    # exporter.passes and exporter.verifier live outside exporter/ in a source checkout.
+    own = [importlib.util.find_spec(name).origin for name in ("exporter", "exporter.passes", "exporter.verifier")]
+    return tuple(os.path.dirname(os.path.abspath(path)) + os.sep for path in [torch.__file__, *own])
+
+
+_STDLIB_DIR = os.path.dirname(os.path.abspath(contextlib.__file__)) + os.sep
+
+
+@functools.lru_cache(maxsize=4096)
+def is_library_frame(filename: str) -> bool:
+    """Whether ``filename`` belongs to torch, exporter or the standard library (not user code)."""
+    if filename.startswith("<"):
+        return True
+    filename = os.path.abspath(filename)
+    if filename.startswith(_library_dirs()):
+        return True
+    return filename.startswith(_STDLIB_DIR) and "site-packages" not in filename
+
+
+# One frame of a node's ``stack_trace`` as traceback.format_list writes it: the
+# ``File ...`` line, then the source line (absent when the source is not available).
+_FRAME = re.compile(r'^ *File "(?P<file>.+)", line (?P<line>\d+), in (?P<name>.+)$(?:\n {4}(?P<code>.*)$)?', re.M)
+
+
+def node_frame(node: torch.fx.Node) -> traceback.FrameSummary | None:
+    """The innermost frame of ``node``'s recorded ``stack_trace`` in the user's code (not in
+    torch, such as ``nn.Linear.forward``, exporter or the standard library), with its source line."""
+    trace = node.meta.get("stack_trace")
+    if not isinstance(trace, str):
+        return None
+    for match in reversed(list(_FRAME.finditer(trace))):
+        if not is_library_frame(match["file"]):
+            return traceback.FrameSummary(match["file"], int(match["line"]), match["name"], line=match["code"])
+    return None
+
+
+def node_location(node: torch.fx.Node) -> str | None:
+    """``file:line`` of the user's code that produced ``node`` (see ``node_frame``), if recorded."""
+    frame = node_frame(node)
+    return f"{frame.filename}:{frame.lineno}" if frame else None

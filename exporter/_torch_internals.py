@@ -10,6 +10,7 @@ module or reads an underscored torch attribute; a torch upgrade starts here.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -111,6 +112,7 @@ __all__ = [
     "loaded_dynamo_config",
     "make_fx",
     "module_stack_tracer",
+    "op_implementation_dirs",
     "proxy_tensor",
     "raw_expr",
     "record_module_calls",
@@ -121,6 +123,8 @@ __all__ = [
     "stack_trace_anchors",
     "sym_sqrt",
     "symbolic_tensor",
+    "traced_graph",
+    "traced_node",
     "tracing",
     "unwrap_functional",
     "uninteresting_files",
@@ -153,6 +157,23 @@ def call_at_key(op: OpOverload, key: DispatchKey):
 def clear_dispatch_cache(op: OpOverload) -> None:
     """Forget ``op``'s cached kernel choices after its ``py_kernels`` table changed."""
     op._dispatch_cache.clear()
+
+
+def op_implementation_dirs() -> tuple[str, ...]:
+    """Path prefixes of the Python code implementing ATen ops for fake tensors:
+    decompositions, references, prims, meta registrations and fake-tensor rules."""
+    import torch._decomp
+    import torch._meta_registrations
+    import torch._prims
+    import torch._prims_common
+    import torch._refs
+
+    def directory(module: Any) -> str:
+        return os.path.dirname(os.path.abspath(module.__file__)) + os.sep
+
+    files = (torch._meta_registrations, fake_impls)
+    packages = (torch._decomp, torch._prims, torch._prims_common, torch._refs)
+    return (*(directory(m) for m in packages), *(os.path.abspath(m.__file__) for m in files))
 
 
 # -- process-wide flags --------------------------------------------------------------------
@@ -214,6 +235,22 @@ def raw_expr(size: torch.SymInt) -> Any:
     return size.node._expr
 
 
+def traced_graph() -> torch.fx.Graph | None:
+    """The graph the innermost active ``make_fx`` trace is recording, if one is."""
+    mode = proxy_tensor.get_proxy_mode()
+    return mode.tracer.graph if mode is not None else None
+
+
+def traced_node(value: torch.Tensor) -> torch.fx.Node | None:
+    """The node of the active ``make_fx`` trace that produced ``value`` (an unwrapped fake
+    tensor), if the trace saw it."""
+    mode = proxy_tensor.get_proxy_mode()
+    if mode is None:
+        return None
+    slot = proxy_tensor.get_proxy_slot(value, mode.tracer, None)
+    return slot.proxy.node if slot is not None else None
+
+
 # -- functionalization ---------------------------------------------------------------------
 
 
@@ -244,3 +281,4 @@ def functional_state(value: FunctionalTensor) -> tuple[bool, bool, bool]:
         torch._functionalize_has_metadata_mutation(elem),
         torch._functionalize_has_data_mutation(elem),
     )
+

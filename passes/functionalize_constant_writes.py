@@ -7,6 +7,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from exporter._errors import Category, TraceError
+from exporter._ir import node_location
 from exporter._state import ExportState
 from exporter._torch_internals import OpOverload
 
@@ -65,6 +66,7 @@ def functionalize_constant_writes(state: ExportState) -> bool:
                 f"forward() changes the tensor attribute self.{fqns[0]} in place ({op}); "
                 "a constant cannot carry a change from one call to the next",
                 category=Category.UNSUPPORTED_MUTATION,
+                location=node_location(node),
                 hint="register the tensor as a buffer (self.register_buffer(name, tensor)) so the program updates it",
             )
         functional = _functional_variant(op)

@@ -8,6 +8,7 @@ import torch
 from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
 
 from exporter._errors import Category, TraceError
+from exporter._ir import node_location
 from exporter._state import ExportState
 from exporter._torch_internals import FakeTensor, is_traceable_wrapper_subclass
 
@@ -84,7 +85,7 @@ def lift_constants(state: ExportState) -> bool:
                 while f"lifted_tensor_{counter}" in taken:
                     counter += 1
                 target = f"lifted_tensor_{counter}"
-            _check_not_aliasing_state(state, value, target)
+            _check_not_aliasing_state(state, value, target, node)
             taken.add(target)
             placeholder = inserter.add("c_" + target.replace(".", "_"), value)
             by_tensor[id(value)] = placeholder
@@ -143,7 +144,7 @@ def _state_storages(root: torch.nn.Module) -> dict[int, str]:
     return found
 
 
-def _check_not_aliasing_state(state: ExportState, value: torch.Tensor, target: str) -> None:
+def _check_not_aliasing_state(state: ExportState, value: torch.Tensor, target: str, read: torch.fx.Node) -> None:
     # A constant sharing memory with a parameter or buffer would be saved as a separate
     # copy: the program would silently keep the old values once the state is updated.
     state_storages = _state_storages(state.root)
@@ -153,8 +154,19 @@ def _check_not_aliasing_state(state: ExportState, value: torch.Tensor, target: s
             f"constant tensor {target!r} shares memory with {owner!r}: the program would "
             "store a second, independent copy of that state",
             category=Category.CONSTANT,
+            location=_first_use(read),
             hint=f"register {target!r} as a buffer, or compute it from {owner!r} inside forward()",
         )
+
+
+def _first_use(read: torch.fx.Node) -> str | None:
+    """The user's line of the first node that uses the tensor ``read`` (a get_attr) reads."""
+    order = {node: i for i, node in enumerate(read.graph.nodes)}
+    for user in sorted(read.users, key=order.__getitem__):
+        location = node_location(user)
+        if location is not None:
+            return location
+    return None
 
 
 def _first_user_input_index(state: ExportState) -> int:

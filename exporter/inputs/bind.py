@@ -16,7 +16,7 @@ import attrs
 import torch
 import torch.utils._pytree as pytree
 
-from .._errors import InputSpecError
+from .._errors import Category, InputSpecError, TraceError
 from .containers import describe_class, holds_tensors, register_containers_in
 from .module_inputs import register_module_inputs
 
@@ -192,15 +192,30 @@ def _registration_hint(leaf: Any) -> str:
 def _check_tensor_leaf(path: pytree.KeyPath, leaf: torch.Tensor) -> None:
     where = describe_path(path)
     if not dispatches_like_a_tensor(leaf):
-        raise InputSpecError(
-            f"{where} is a tensor subclass {type(leaf).__qualname__}, which export does not support",
-            hint="pass a plain torch.Tensor",
+        # A valid input (torch.export takes traceable subclasses), so not an input error:
+        # exporter's tracer does not desugar subclasses into their inner tensors.
+        raise TraceError(
+            f"{where} is a tensor subclass {type(leaf).__qualname__} with its own __torch_dispatch__, "
+            "which exporter cannot trace as an input",
+            category=Category.UNSUPPORTED_TENSOR_SUBCLASS,
+            hint=_subclass_hint(leaf),
         )
     if leaf.is_sparse or leaf.layout != torch.strided:
         raise InputSpecError(
             f"{where} has layout {leaf.layout}; only dense strided tensors can be exported",
             hint="pass tensor.to_dense()",
         )
+
+
+def _subclass_hint(leaf: torch.Tensor) -> str:
+    inner = ""
+    if hasattr(leaf, "__tensor_flatten__"):
+        names, _ = leaf.__tensor_flatten__()
+        inner = f" (the tensors it holds, {', '.join(names)}, as inputs of their own)"
+    return (
+        f"pass a plain torch.Tensor{inner} and compute with plain tensors in forward(), or "
+        "export with torch.export, which takes traceable tensor-subclass inputs"
+    )
 
 
 def dispatches_like_a_tensor(t: torch.Tensor) -> bool:

@@ -2,47 +2,28 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import importlib.util
 import os
 import traceback
+from collections.abc import Iterator
+from types import FrameType
 
 import torch
 import torch.utils._pytree as pytree
 
 from .._errors import Category, TraceError
+from .._ir import is_library_frame
 from .._torch_internals import (
     DataDependentOutputException,
     DynamicOutputShapeException,
     GuardOnDataDependentSymNode,
+    OpOverload,
     UnsupportedOperatorException,
+    op_implementation_dirs,
 )
 from .preserve import module_preserved, state_bytes, state_values_restored
 
 __all__ = ["eager_failure", "explain", "is_library_frame", "user_location"]
-
-
-def _package_dir(name: str) -> str:
-    # exporter.passes and exporter.verifier live outside exporter/ in a source checkout.
-    spec = importlib.util.find_spec(name)
-    return os.path.dirname(os.path.abspath(spec.origin)) + os.sep
-
-
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
-_OWN_DIRS = tuple(_package_dir(name) for name in ("exporter", "exporter.passes", "exporter.verifier"))
-_STDLIB_DIR = os.path.dirname(os.path.abspath(contextlib.__file__)) + os.sep
-
-
-@functools.lru_cache(maxsize=4096)
-def is_library_frame(filename: str) -> bool:
-    """Whether ``filename`` belongs to torch, exporter or the standard library (not user code)."""
-    if filename.startswith("<"):
-        return True
-    filename = os.path.abspath(filename)
-    if filename.startswith(_TORCH_DIR) or filename.startswith(_OWN_DIRS):
-        return True
-    return filename.startswith(_STDLIB_DIR) and "site-packages" not in filename
 
 
 def _user_frame(exc: BaseException) -> traceback.FrameSummary | None:
@@ -75,12 +56,65 @@ def _is_loop(line: str | None) -> bool:
     return bool(line) and line.lstrip().startswith("for ")
 
 
+_SIZE_HINT = (
+    "pass the size explicitly where the operator takes one (F.one_hot(labels, num_classes=N)) "
+    "instead of letting it read the size from the data; torch._check cannot help here, the "
+    "traced program needs one fixed number"
+)
+
+
+def _frames(tb) -> Iterator[FrameType]:
+    while tb is not None:
+        yield tb.tb_frame
+        tb = tb.tb_next
+
+
+@functools.cache
+def _op_implementations() -> tuple[str, ...]:
+    return op_implementation_dirs()
+
+
+def _op_reading_a_size(e: Exception) -> str | None:
+    """The operator whose own implementation needed an integer computed from tensor values
+    (its output size: ``one_hot`` without ``num_classes`` takes ``labels.max() + 1``), when
+    that is what ``e`` is; else None.
+
+    The integer matters: a size has to be one number when tracing, and no branch or check in
+    the user's code can supply it.  A bool guarded inside an operator stays the user's
+    control flow (``for e in x.nonzero():`` asks ``unbind`` whether there are any rows), as
+    does an integer taken in the user's own code (``range(n.item())``).
+    """
+    if not isinstance(e, GuardOnDataDependentSymNode) or not getattr(e.cond, "is_integer", False):
+        return None
+    frames = list(_frames(e.__traceback__))
+    users = [i for i, frame in enumerate(frames) if not is_library_frame(frame.f_code.co_filename)]
+    below = frames[users[-1] + 1 :] if users else frames
+    implementations = [
+        frame for frame in below if os.path.abspath(frame.f_code.co_filename).startswith(_op_implementations())
+    ]
+    if not implementations:
+        return None
+    # The outermost operator dispatched below the user's line is the one the line called.
+    called = (frame.f_locals.get("func") for frame in below[: below.index(implementations[0])])
+    op = next((func for func in called if isinstance(func, OpOverload)), None)
+    return str(op) if op is not None else implementations[0].f_code.co_name
+
+
 def explain(e: Exception) -> TraceError:
     """A TraceError saying what kind of failure ``e`` is, where in the user's code, and what to do."""
     frame = _user_frame(e)
     where = f"{frame.filename}:{frame.lineno}" if frame else None
     code = f" (`{frame.line}`)" if frame and frame.line else ""
     text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    op = _op_reading_a_size(e)
+    if op is not None:
+        return TraceError(
+            f"{op} reads its output size from the values of a tensor{code}, but export traces "
+            f"with shapes only, not values [torch: {text}]",
+            category=Category.DATA_DEPENDENT_OUTPUT_SHAPE,
+            location=where,
+            hint=_SIZE_HINT,
+        )
     if isinstance(e, GuardOnDataDependentSymNode) or isinstance(e, DataDependentOutputException):
         return TraceError(
             f"forward() needs the value of a tensor to decide what to do{code}, but export "

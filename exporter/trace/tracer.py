@@ -25,7 +25,7 @@ import torch.utils._pytree as pytree
 
 from .._dims import DynamicPlan
 from .._errors import Category, ExportError, TraceError
-from .._ir import graph_modules
+from .._ir import graph_modules, node_frame
 from .._state import ExportState
 from .._torch_internals import (
     FakeTensorMode,
@@ -38,6 +38,8 @@ from .._torch_internals import (
     has_effects,
     record_module_calls,
     reparametrize_module,
+    traced_graph,
+    traced_node,
     tracing,
     unwrap_functional,
 )
@@ -189,14 +191,8 @@ def _make_traced_fn(
                     x = wrappers[id(x)]
                 functional.append(x)
             out, state = run(functional)
-        tokens = effect_tokens(mode)
-        if tokens:
-            raise TraceError(
-                "the model calls a side-effectful operator "
-                f"({', '.join(str(k) for k in tokens)}) that needs effect tokens",
-                category=Category.UNSUPPORTED_OPERATOR,
-                hint="side-effectful custom ops are not supported yet; move the call out of forward()",
-            )
+        if effect_tokens(mode):
+            raise _side_effect_error()
         flat_out, recorded.out_spec = _flatten_outputs(out)
 
         for i, name in enumerate(state_names):
@@ -206,12 +202,13 @@ def _make_traced_fn(
                     found = (
                         f"{tuple(new.shape)} {new.dtype}" if isinstance(new, torch.Tensor) else type(new).__name__
                     )
+                    frame = node_frame(traced_node(_from_functional(new))) if isinstance(new, torch.Tensor) else None
                     raise TraceError(
                         f"forward() replaced {input_labels[i]} ({tuple(old.shape)} {old.dtype}) "
                         f"with {found}; an exported program can only update a buffer in place",
                         category=Category.UNSUPPORTED_MUTATION,
-                        hint="keep the buffer's shape and dtype (self.buf = new.to(self.buf.dtype)), "
-                        "or register a separate buffer",
+                        location=_where(frame),
+                        hint=_replaced_buffer_hint(old, new),
                     )
                 functional[i] = new
                 recorded.mutated.append(i)
@@ -225,11 +222,16 @@ def _make_traced_fn(
                 continue
             storage_changed, metadata_mutated, data_mutated = functional_state(value)
             if _layout_changed(value, original, storage_changed, metadata_mutated):
+                # The node that made the input's current value: the view op that replays
+                # an in-place one (unsqueeze for unsqueeze_), on the user's line.
+                frame = node_frame(traced_node(unwrap_functional(value)))
                 raise TraceError(
                     f"forward() changed the shape, strides or storage of {input_labels[i]} in place "
-                    "(resize_, set_, transpose_, ...), which an exported program cannot express",
+                    f"({f'`{frame.line}`' if frame and frame.line else 'resize_, set_, transpose_, ...'}), "
+                    "which an exported program cannot express",
                     category=Category.UNSUPPORTED_MUTATION,
-                    hint="use the out-of-place op (x = x.transpose(0, 1)) instead",
+                    location=_where(frame),
+                    hint="use the out-of-place op (x = x.unsqueeze(0) for x.unsqueeze_(0)) instead",
                 )
             if data_mutated:
                 updates.append((i, _from_functional(value)))
@@ -239,6 +241,44 @@ def _make_traced_fn(
 
     traced = traced_functional if functionalized else traced_plain
     return traced, holder
+
+
+def _where(frame) -> str | None:
+    return f"{frame.filename}:{frame.lineno}" if frame else None
+
+
+def _replaced_buffer_hint(old: torch.Tensor, new: Any) -> str:
+    if isinstance(new, torch.Tensor) and new.shape != old.shape:
+        return (
+            "a program keeps each buffer's shape: allocate the buffer at its largest shape and "
+            "write into a slice (self.buf[:, start:end] = new), or pass the cache in as an input "
+            "and return it (exporter takes KV cache objects as inputs and outputs)"
+        )
+    if isinstance(new, torch.Tensor) and new.dtype != old.dtype:
+        return "keep the buffer's dtype (self.buf = new.to(self.buf.dtype))"
+    return "assign a tensor of the buffer's shape and dtype computed in forward(), or register a separate buffer"
+
+
+def _side_effect_error() -> TraceError:
+    """The error for a side-effectful op (``aten._print``, an effectful custom op), naming the
+    op and the user's line that called it; functionalization recorded it as ``with_effects``."""
+    graph = traced_graph()
+    calls = [
+        node
+        for node in (graph.nodes if graph is not None else ())
+        if node.op == "call_function" and node.target is torch.ops.higher_order.with_effects
+    ]
+    ops = list(dict.fromkeys(str(node.args[1]) for node in calls))
+    frame = node_frame(calls[0]) if calls else None
+    code = f" (`{frame.line}`)" if frame and frame.line else ""
+    return TraceError(
+        f"forward() calls a side-effectful operator ({', '.join(ops) or 'unknown'}){code}, which "
+        "exporter cannot keep in order in a program (torch.export threads effect tokens through it)",
+        category=Category.UNSUPPORTED_OPERATOR,
+        location=_where(frame),
+        hint="move the call out of forward() (print or log around the exported model), or export "
+        "with torch.export, which supports side-effectful operators",
+    )
 
 
 _OUTPUT_LEAF_TYPES = (

@@ -1,10 +1,25 @@
-"""The IR names shared by tracer, passes, verifier and reports."""
+"""The IR names shared by tracer, passes, verifier and reports, and the user's line of a node."""
 
+import os
+
+import pytest
 import torch
 from torch.export.graph_signature import InputKind, OutputKind
 
 import exporter
-from exporter._ir import PLACEHOLDER_PREFIXES, ROOT_MODULE_KEY, STATE_MUTATIONS, graph_modules, graph_symbols, module_stack_key
+from exporter._ir import (
+    PLACEHOLDER_PREFIXES,
+    ROOT_MODULE_KEY,
+    STATE_MUTATIONS,
+    graph_modules,
+    graph_symbols,
+    is_library_frame,
+    module_stack_key,
+    node_frame,
+    node_location,
+)
+
+HERE = os.path.abspath(__file__)
 
 
 class Branchy(torch.nn.Module):
@@ -43,3 +58,55 @@ def test_graph_symbols_are_read_from_every_value():
     ep = exporter.export(Nonzero(), (torch.randn(4),), dynamic_shapes={"x": {0: Dim("n")}})
     names = sorted(str(s)[0] for s in graph_symbols(ep.graph_module))
     assert names == ["s", "u"]  # the input size, and the nonzero count
+
+
+def test_library_frames_are_torch_exporter_and_the_standard_library():
+    assert is_library_frame(torch.__file__)
+    assert is_library_frame(exporter.__file__)
+    assert is_library_frame(exporter.passes.__file__) and is_library_frame(exporter.verifier.__file__)
+    assert is_library_frame(os.__file__) and is_library_frame("<string>")
+    assert not is_library_frame(HERE)
+
+
+def _node_with(stack_trace):
+    node = torch.fx.Graph().call_function(torch.relu, ())
+    node.meta["stack_trace"] = stack_trace
+    return node
+
+
+LINEAR = os.path.abspath(torch.nn.modules.linear.__file__)
+
+
+@pytest.mark.parametrize(
+    "stack_trace, location, code",
+    [
+        # the user's forward calls nn.Linear: the innermost frame is torch's, the user's is wanted
+        (f'File "{HERE}", line 7, in forward\n    y = self.proj(x)\n  File "{LINEAR}", line 134, in forward\n'
+         "    return F.linear(input, self.weight, self.bias)", f"{HERE}:7", "y = self.proj(x)"),
+        (f'File "{HERE}", line 3, in forward\n    h = self.block(x)\n  File "{HERE}", line 9, in forward\n'
+         "    return h * 2", f"{HERE}:9", "return h * 2"),
+        (f'File "{LINEAR}", line 134, in forward\n    return F.linear(input, self.weight, self.bias)', None, None),
+        (None, None, None),
+    ],
+)
+def test_a_nodes_location_is_the_innermost_user_frame_of_its_stack_trace(stack_trace, location, code):
+    node = _node_with(stack_trace)
+    assert node_location(node) == location
+    frame = node_frame(node)
+    assert (frame.line if frame else None) == code
+
+
+class Projects(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.proj(x) * 2
+
+
+def test_a_traced_node_is_located_at_the_users_call_not_inside_torch():
+    ep = exporter.export(Projects(), (torch.randn(1, 2),))
+    linear = next(n for n in ep.graph.nodes if n.target is torch.ops.aten.linear.default)
+    assert LINEAR in linear.meta["stack_trace"]
+    assert node_location(linear) == f"{HERE}:{Projects.forward.__code__.co_firstlineno + 1}"

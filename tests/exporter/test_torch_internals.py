@@ -50,6 +50,31 @@ def test_tracing_helpers():
     internals.stack_trace_anchors()  # exists in this torch (empty or not)
 
 
+def test_the_active_trace_and_its_nodes():
+    seen = {}
+
+    def relu(x):
+        y = x.relu()
+        seen["graph"], seen["node"] = internals.traced_graph(), internals.traced_node(y)
+        return y
+
+    gm = internals.record_module_calls(relu, torch.nn.Module(), {}, [torch.randn(2)])
+    assert seen["node"].target is torch.ops.aten.relu.default and seen["node"].graph is seen["graph"]
+    assert seen["graph"] is gm.graph
+    assert internals.traced_graph() is None and internals.traced_node(torch.randn(2)) is None
+
+
+def test_op_implementation_dirs_hold_the_python_op_implementations():
+    import os
+
+    from torch._decomp import decompositions
+
+    dirs = internals.op_implementation_dirs()
+    assert os.path.abspath(decompositions.__file__).startswith(dirs)
+    assert os.path.abspath(internals.fake_impls.__file__).startswith(dirs)
+    assert not os.path.abspath(torch.nn.functional.__file__).startswith(dirs)
+
+
 def test_symbolic_helpers():
     shape_env = internals.ShapeEnv()
     mode = internals.FakeTensorMode(shape_env=shape_env)

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 import torch
 
@@ -23,7 +25,7 @@ class WritesConstant(torch.nn.Module):
         self.table = torch.ones(4)
 
     def forward(self, x):
-        self.table.add_(1)
+        self.table.add_(1)  # the write
         return x + self.table
 
 
@@ -44,6 +46,8 @@ def test_a_write_to_the_constant_itself_is_the_users_error():
     with pytest.raises(TraceError, match=r"changes the tensor attribute self.table in place") as info:
         functionalize_constant_writes(state)
     assert info.value.category is Category.UNSUPPORTED_MUTATION and "register the tensor as a buffer" in info.value.hint
+    line = WritesConstant.forward.__code__.co_firstlineno + 1
+    assert info.value.location == f"{os.path.abspath(__file__)}:{line}"
 
 
 def test_a_functional_graph_is_left_alone():

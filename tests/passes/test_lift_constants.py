@@ -1,3 +1,5 @@
+import os
+
 import pytest
 import torch
 from torch.export.graph_signature import InputKind
@@ -95,10 +97,12 @@ class AliasesParameter(torch.nn.Module):
         return x @ self.weight_t
 
 
-def test_constant_sharing_memory_with_a_parameter_is_an_error():
+def test_constant_sharing_memory_with_a_parameter_is_an_error_at_the_line_reading_it():
     state = traced_state(AliasesParameter(), (torch.randn(2, 3),), until=lift_constants)
-    with pytest.raises(TraceError, match=r"'weight_t' shares memory with 'lin.weight'"):
+    with pytest.raises(TraceError, match=r"'weight_t' shares memory with 'lin.weight'") as info:
         lift_constants(state)
+    line = AliasesParameter.forward.__code__.co_firstlineno + 1
+    assert info.value.location == f"{os.path.abspath(__file__)}:{line}"
 
 
 def test_no_constants_means_no_change():

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import exporter
-from exporter import InputSpecError
+from exporter import Category, InputSpecError, TraceError
 from exporter.inputs import bind_inputs
 
 
@@ -45,6 +45,15 @@ def test_bad_inputs_are_named_with_a_fix(model, args, kwargs, match):
         exporter.export(model, args, kwargs)
     assert info.value.hint, "every input error says what to do"
     assert info.value.category.value == "input"
+
+
+def test_a_tensor_subclass_input_is_an_unsupported_subclass_not_an_input_error():
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    with pytest.raises(TraceError, match=r"args\[0\] is a tensor subclass TwoTensor") as info:
+        bind_inputs(TwoInputs(), (TwoTensor(x, x),), None)
+    assert info.value.category is Category.UNSUPPORTED_TENSOR_SUBCLASS
+    assert "plain torch.Tensor" in info.value.hint and "a, b" in info.value.hint
 
 
 class Varargs(torch.nn.Module):

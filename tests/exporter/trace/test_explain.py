@@ -8,7 +8,7 @@ import torch
 import exporter
 from exporter import Category, TraceError
 from exporter._torch_internals import DynamicOutputShapeException, GuardOnDataDependentSymNode
-from exporter.trace.explain import eager_failure, explain, is_library_frame, user_location
+from exporter.trace.explain import eager_failure, explain, user_location
 
 HERE = os.path.abspath(__file__)
 
@@ -37,14 +37,6 @@ def test_explain_names_the_category_line_and_next_step(error, category, words):
     assert isinstance(explained, TraceError) and explained.category is category
     assert words in explained.message and explained.hint
     assert explained.location.startswith(f"{HERE}:")
-
-
-def test_library_frames_are_torch_exporter_and_the_standard_library():
-    assert is_library_frame(torch.__file__)
-    assert is_library_frame(exporter.__file__)
-    assert is_library_frame(exporter.passes.__file__) and is_library_frame(exporter.verifier.__file__)
-    assert is_library_frame(os.__file__) and is_library_frame("<string>")
-    assert not is_library_frame(HERE)
 
 
 def test_user_location_is_the_innermost_user_frame():
@@ -87,3 +79,50 @@ def test_a_loop_over_a_data_dependent_count_is_told_to_loop_a_fixed_number_of_ti
         exporter.export(CountedLoop(), (torch.randn(2), torch.tensor(3)))
     assert info.value.category is Category.DATA_DEPENDENT_CONTROL_FLOW
     assert "range(num_experts)" in info.value.hint and "torch.cond" not in info.value.hint
+
+
+class OneHot(torch.nn.Module):
+    def forward(self, x, labels):
+        return torch.nn.functional.one_hot(labels) * x  # line-marker: one_hot
+
+
+class SplitByCount(torch.nn.Module):
+    def forward(self, x, n):
+        return x.split(n.item())  # line-marker: split
+
+
+class LoopOverHits(torch.nn.Module):
+    def forward(self, x, n):
+        for row in x.nonzero():  # line-marker: loop
+            x = x + row.sum()
+        return x
+
+
+def _marked(marker: str) -> str:
+    with open(HERE) as f:
+        return next(f"{HERE}:{i}" for i, line in enumerate(f, 1) if line.rstrip().endswith(f"line-marker: {marker}"))
+
+
+@pytest.mark.parametrize(
+    "model, marker, category, words",
+    [
+        # an operator's own implementation reads its size from the data: no branch can supply it
+        (OneHot(), "one_hot", Category.DATA_DEPENDENT_OUTPUT_SHAPE, "aten.one_hot.default reads its output size"),
+        (SplitByCount(), "split", Category.DATA_DEPENDENT_OUTPUT_SHAPE, "aten.split.Tensor reads its output size"),
+        # unbind (Tensor.__iter__) guards a bool on the row count: the user's loop is the problem
+        (LoopOverHits(), "loop", Category.DATA_DEPENDENT_CONTROL_FLOW, "needs the value of a tensor"),
+    ],
+)
+def test_a_size_read_inside_an_operator_is_a_data_dependent_output_shape(model, marker, category, words):
+    with pytest.raises(TraceError, match=words) as info:
+        exporter.export(model, (torch.ones(4, 3, dtype=torch.long), torch.tensor(2)))
+    assert info.value.category is category and info.value.location == _marked(marker)
+    if category is Category.DATA_DEPENDENT_OUTPUT_SHAPE:
+        assert "num_classes" in info.value.hint and "torch.cond" not in info.value.hint
+
+
+def test_an_integer_taken_in_the_users_own_code_is_control_flow():
+    import sympy
+
+    error = GuardOnDataDependentSymNode(sympy.Symbol("u0", integer=True), "Could not extract specialized integer")
+    assert explain(_raised_here(error)).category is Category.DATA_DEPENDENT_CONTROL_FLOW

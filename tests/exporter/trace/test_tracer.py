@@ -39,7 +39,7 @@ class Raises(torch.nn.Module):
 
 class TransposesInput(torch.nn.Module):
     def forward(self, x):
-        x.transpose_(0, 1)
+        x.transpose_(0, 1)  # line-marker: transpose_
         return x + 1
 
 
@@ -49,8 +49,24 @@ class ReplacesBufferShape(torch.nn.Module):
         self.register_buffer("buf", torch.zeros(3))
 
     def forward(self, x):
-        self.buf = torch.cat([self.buf, x])
+        self.buf = torch.cat([self.buf, x])  # line-marker: grows
         return x
+
+
+class ReplacesBufferDtype(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(2))
+
+    def forward(self, x):
+        self.buf = self.buf + x  # line-marker: dtype
+        return x
+
+
+class Prints(torch.nn.Module):
+    def forward(self, x):
+        torch.ops.aten._print("called")  # line-marker: print
+        return x + 1
 
 
 def _line(marker):
@@ -78,16 +94,33 @@ def test_failures_name_category_and_user_line(model, category, marker, match):
 
 
 @pytest.mark.parametrize(
-    "model, match",
+    "model, x, match, marker, hint",
     [
-        (TransposesInput(), r"changed the shape, strides or storage of args\[0\] in place"),
-        (ReplacesBufferShape(), r"replaced buffer 'buf' \(\(3,\) torch.float32\) with \(5,\) torch.float32"),
+        (TransposesInput(), torch.randn(2, 3),
+         r"changed the shape, strides or storage of args\[0\] in place \(`x.transpose_\(0, 1\)", "transpose_",
+         "out-of-place op"),
+        (ReplacesBufferShape(), torch.randn(2),
+         r"replaced buffer 'buf' \(\(3,\) torch.float32\) with \(5,\) torch.float32", "grows",
+         "allocate the buffer at its largest shape"),
+        (ReplacesBufferDtype(), torch.randn(2, dtype=torch.float64),
+         r"replaced buffer 'buf' \(\(2,\) torch.float32\) with \(2,\) torch.float64", "dtype",
+         "new.to(self.buf.dtype)"),
     ],
 )
-def test_mutations_a_program_cannot_express_are_refused(model, match):
+def test_mutations_a_program_cannot_express_are_refused_at_the_users_line(model, x, match, marker, hint):
     with pytest.raises(TraceError, match=match) as info:
-        exporter.export(model, (torch.randn(2) if isinstance(model, ReplacesBufferShape) else torch.randn(2, 3),))
+        exporter.export(model, (x,))
     assert info.value.category.value == "unsupported mutation"
+    assert info.value.location == _line(marker)
+    assert hint in info.value.hint
+
+
+def test_a_side_effectful_operator_is_named_at_the_users_line():
+    with pytest.raises(TraceError, match=r"side-effectful operator \(aten._print.default\) \(`torch.ops.aten._print") as info:
+        exporter.export(Prints(), (torch.randn(2),))
+    assert info.value.category.value == "unsupported operator"
+    assert info.value.location == _line("print")
+    assert "out of forward()" in info.value.hint and "custom ops" not in info.value.hint
 
 
 class Reassigns(torch.nn.Module):
