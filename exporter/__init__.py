@@ -9,6 +9,7 @@ failure into plain data (type, category, message, location, hint).
 export on their own, and where the problem is.
 """
 
+from ._assumptions import Assumption, AssumptionKind, DraftReport
 from ._errors import (
     Category,
     ConstraintError,
@@ -29,6 +30,9 @@ __all__ = [
     "export",
     "register_container",
     "register_known_containers",
+    "Assumption",
+    "AssumptionKind",
+    "DraftReport",
     "Category",
     "ErrorInfo",
     "ExportError",

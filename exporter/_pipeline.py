@@ -12,18 +12,23 @@ import torch
 from torch.export import AdditionalInputs
 
 from . import passes, verifier
+from ._assumptions import Assumption, AssumptionKind, DraftReport
 from ._errors import Category, ConstraintError, InputSpecError, PassError, TraceError, VerificationError
 from ._program import build_program
 from ._state import ExportState
 from ._timing import StageTimer
 from .constraints import check_constraints, range_constraints
-from .inputs import BoundInputs, bind_inputs, plan_dynamic_shapes
+from .inputs import BoundInputs, bind_inputs, plan_dynamic_shapes, relaxed_dynamic_shapes
+from .switches import check_against_unswitched, experts_implementation_applied, suggest_switch
 from .trace import trace
+from .trace.draft import mark_checked
 from .trace.explain import eager_failure, user_location
 
 __all__ = ["export", "export_timed", "run_passes"]
 
 log = logging.getLogger(__name__)
+draft_log = logging.getLogger("exporter.draft")
+"""Where a draft export with assumptions says so (the command line shows them as a table)."""
 
 VERIFY_EACH_PASS = "EXPORTER_VERIFY_EACH_PASS"
 """Environment variable: when set (not 0), the structural rules are checked after every pass."""
@@ -78,6 +83,8 @@ def export(
     kwargs: dict[str, Any] | None = None,
     *,
     dynamic_shapes: Any = None,
+    draft: bool = False,
+    experts_implementation: str | None = None,
 ) -> torch.export.ExportedProgram:
     """Export ``model`` on example inputs to a functional ATen ``torch.export.ExportedProgram``.
 
@@ -88,6 +95,17 @@ def export(
     constants (``c_``) and user inputs, and whose outputs are buffer/input mutations
     followed by the user outputs.  ``model`` is left exactly as it was, also on failure.
 
+    ``draft=True``: where the export would stop on a data-dependent branch or loop, an
+    operator without a fake kernel, or a ``dynamic_shapes`` spec the model does not fit,
+    take what the example inputs do and keep going; each such assumption is checked when
+    the program runs where it can be, and listed in ``ep.draft_report`` (a ``DraftReport``:
+    kind, the user's source line, the value assumed).  Without it nothing is assumed.
+
+    ``experts_implementation="batched_mm"`` (or ``"grouped_mm"``): trace a transformers
+    model's mixture-of-experts blocks with that implementation instead of their
+    data-dependent loop, then check the program against the model as configured on the
+    example inputs (``VerificationError`` if they differ).  The model's setting is restored.
+
     Raises:
         InputSpecError: ``args``/``kwargs`` do not fit ``model.forward`` (also when the model
             fails on them when run eagerly: the inputs, not the export, are wrong).
@@ -96,7 +114,9 @@ def export(
             ``ConstraintError`` (a TraceError) when the model does not fit ``dynamic_shapes``.
         PassError, VerificationError: a bug in exporter (please report).
     """
-    return export_timed(model, args, kwargs, dynamic_shapes=dynamic_shapes)[0]
+    return export_timed(
+        model, args, kwargs, dynamic_shapes=dynamic_shapes, draft=draft, experts_implementation=experts_implementation
+    )[0]
 
 
 def export_timed(
@@ -105,22 +125,32 @@ def export_timed(
     kwargs: dict[str, Any] | None = None,
     *,
     dynamic_shapes: Any = None,
+    draft: bool = False,
+    experts_implementation: str | None = None,
 ) -> tuple[torch.export.ExportedProgram, dict[str, float]]:
     """``export``, also returning seconds per stage: inputs, trace, constraints, passes, program."""
     timer = StageTimer()
     bound = bind_inputs(model, args, kwargs)
     plan = plan_dynamic_shapes(model, bound, dynamic_shapes) if dynamic_shapes is not None else None
     timer.lap("inputs")
-    try:
-        state = trace(model, bound, plan)
-    except TraceError as e:
-        if e.category is Category.MODEL_ERROR:
-            _blame_inputs_if_eager_fails(model, bound, e)
-        raise
-    timer.lap("trace")
-    check_constraints(state)
+    with experts_implementation_applied(model, experts_implementation):
+        state = _trace(model, bound, plan, draft)
+        timer.lap("trace")
+        try:
+            check_constraints(state)
+        except ConstraintError as e:
+            if not draft or isinstance(dynamic_shapes, AdditionalInputs):
+                raise
+            # as torch.export.draft_export does: every declared dim becomes Dim.AUTO in its range
+            log.info("draft export: the model does not fit dynamic_shapes; tracing again with Dim.AUTO")
+            relaxed = plan_dynamic_shapes(model, bound, relaxed_dynamic_shapes(model, bound, dynamic_shapes))
+            state = _trace(model, bound, relaxed, draft)
+            check_constraints(state)
+            state.assumptions += _shape_assumptions(e)
     timer.lap("constraints")
     run_passes(state)
+    if draft:
+        state.assumptions = mark_checked(state.assumptions, state.gm)
     timer.lap("passes")
     state.range_constraints = range_constraints(state)
     try:
@@ -134,8 +164,34 @@ def export_timed(
     verifier.verify_program(program)
     if isinstance(dynamic_shapes, AdditionalInputs):
         _check_additional_inputs(program, dynamic_shapes)
+    if draft:
+        program.draft_report = DraftReport(tuple(state.assumptions))
+        if state.assumptions:
+            draft_log.warning("%s\n(the program is in ep.draft_report)", program.draft_report)
+    if experts_implementation is not None:
+        check_against_unswitched(program, model, bound.args, bound.kwargs, experts_implementation)
     timer.lap("program")
     return program, timer.timings
+
+
+def _trace(model: torch.nn.Module, bound: BoundInputs, plan: Any, draft: bool) -> ExportState:
+    try:
+        return trace(model, bound, plan, draft=draft)
+    except TraceError as e:
+        if e.category is Category.MODEL_ERROR:
+            _blame_inputs_if_eager_fails(model, bound, e)
+        suggest_switch(model, e)
+        raise
+
+
+def _shape_assumptions(error: ConstraintError) -> list[Assumption]:
+    """The violations a draft export traced past, as assumptions its input checks hold."""
+    if not error.violations:
+        return [Assumption(AssumptionKind.DYNAMIC_SHAPE, error.message, error.location, checked=True)]
+    return [
+        Assumption(AssumptionKind.DYNAMIC_SHAPE, v.message, v.location, v.code, detail=f"fix: {v.fix}", checked=True)
+        for v in error.violations
+    ]
 
 
 def _check_additional_inputs(program: torch.export.ExportedProgram, additional: AdditionalInputs) -> None:

@@ -10,6 +10,7 @@ import torch
 from torch.export.graph_signature import ExportGraphSignature, InputSpec, OutputSpec
 from torch.utils._pytree import KeyPath, TreeSpec
 
+from ._assumptions import Assumption
 from ._dims import DynamicPlan
 from ._torch_internals import (
     EqualityConstraint,
@@ -87,6 +88,8 @@ class ExportState:
     """The user's tensor inputs traced with symbolic sizes (only when ``dynamic`` is set)."""
     equalities: EqualityConstraint | None = None
     """The equalities the ``dynamic_shapes`` spec declares (shared and derived Dims)."""
+    assumptions: list[Assumption] = attrs.field(factory=list)
+    """What a draft export took from the example inputs (always empty otherwise)."""
 
     @property
     def signature(self) -> ExportGraphSignature:

@@ -23,6 +23,7 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch._dynamo.source import ConstantSource, TensorProperty, TensorPropertySource
 from torch._guards import GuardSource, Source, TracingContext, tracing
 from torch._higher_order_ops.effects import has_effects
+from torch._library.utils import has_fake_kernel, is_builtin as is_builtin_op
 from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
 from torch._subclasses import fake_impls
 from torch._subclasses.fake_tensor import (
@@ -104,6 +105,10 @@ __all__ = [
     "free_unbacked_symbols",
     "functional_mode",
     "functional_state",
+    "has_fake_kernel",
+    "is_builtin_op",
+    "on_real_value_decision",
+    "real_tensor_propagation",
     "has_composite_kernel",
     "has_effects",
     "insert_deferred_runtime_asserts",
@@ -282,3 +287,23 @@ def functional_state(value: FunctionalTensor) -> tuple[bool, bool, bool]:
         torch._functionalize_has_data_mutation(elem),
     )
 
+
+# -- draft exports -----------------------------------------------------------------------------
+
+
+def real_tensor_propagation() -> Any:
+    """While active, a new FakeTensorMode carries real copies of its tensors and runs every
+    op on them too: a guard on a data-dependent value is decided by the real value (and
+    deferred as a runtime assert), an op without a fake kernel gets one inferred from its
+    real outputs.  torch.export.draft_export sets the same two flags."""
+    import torch._functorch.config as functorch_config
+
+    return functorch_config.patch(
+        fake_tensor_propagate_real_tensors=True, generate_fake_kernels_from_real_mismatches=True
+    )
+
+
+def on_real_value_decision(shape_env: ShapeEnv, callback: Any) -> None:
+    """Call ``callback(expr, value)`` (instead of torch's logging) each time ``shape_env``
+    decides a data-dependent guard by a real value; this instance only."""
+    shape_env._log_real_tensor_propagation = callback

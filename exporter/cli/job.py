@@ -60,10 +60,18 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
         timer.lap("inputs")
 
         stage("exporting")
-        program, timings = export_timed(model, examples.args, examples.kwargs, dynamic_shapes=dynamic_shapes)
+        program, timings = export_timed(
+            model,
+            examples.args,
+            examples.kwargs,
+            dynamic_shapes=dynamic_shapes,
+            draft=settings.draft,
+            experts_implementation=settings.experts_implementation,
+        )
         timer.lap("export")
         timer.timings.update({f"export.{k}": v for k, v in timings.items()})
         report.program = program
+        report.draft = getattr(program, "draft_report", None)
         report.signature = signature_rows(program)
         report.ops = op_histogram(program)
         report.modules = module_op_counts(program)

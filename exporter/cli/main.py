@@ -14,6 +14,7 @@ import sys
 from rich.console import Console
 
 from .._errors import ErrorInfo, InputSpecError
+from ..switches import EXPERTS_IMPLEMENTATIONS
 from .check import run_check
 from .job import run_export
 from .junit import write_junit
@@ -59,6 +60,19 @@ def _export_parser() -> argparse.ArgumentParser:
         "flags sharing a name share it), y.0=batch, z.1=2*batch, w.0=auto; repeat the flag",
     )
     p.add_argument("--train", action="store_true", help="export in train mode (default: eval)")
+    p.add_argument(
+        "--draft",
+        action="store_true",
+        help="where the export would stop (a branch on a tensor's value, an op without a fake kernel, "
+        "a dynamic shape the model does not fit), take what the example inputs do, check it at run "
+        "time where possible, and list every assumption",
+    )
+    p.add_argument(
+        "--experts-implementation",
+        choices=EXPERTS_IMPLEMENTATIONS,
+        help="export a transformers mixture-of-experts model with this experts implementation instead of "
+        "its data-dependent loop; the program is checked against the model as configured",
+    )
     p.add_argument("-o", "--output", metavar="OUT.pt2", help="where to write the program (default: <Name>.pt2 here)")
     p.add_argument("--json", metavar="REPORT.json", help="also write a machine-readable report")
     p.add_argument("--verify", action="store_true", help="compare program and eager on the example and fresh inputs")
@@ -115,6 +129,8 @@ def _configure_logging(verbose: bool) -> None:
         # Fake-tensor kernels log the traceback of a failing meta kernel at ERROR level;
         # the failure itself reaches the user as a readable error.
         logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
+        # --draft prints its assumptions as a table; the library's warning would repeat them
+        logging.getLogger("exporter.draft").setLevel(logging.ERROR)
 
 
 def _export_main(argv: list[str]) -> int:
@@ -136,6 +152,8 @@ def _export_main(argv: list[str]) -> int:
         atol=args.atol,
         dynamic=args.dynamic,
         report_submodules=args.report_submodules,
+        draft=args.draft,
+        experts_implementation=args.experts_implementation,
     )
     with progress(console if not args.quiet else Console(quiet=True, emoji=False)) as stage:
         report = run_export(settings, on_stage=stage)

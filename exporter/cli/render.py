@@ -14,10 +14,19 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from .._assumptions import DraftReport
 from .._errors import Category, ErrorInfo
 from ..submodules import ModuleStatus, SubmoduleNode, SubmoduleReport
 
-__all__ = ["progress", "render_check", "render_error", "render_export", "render_quiet", "render_submodules"]
+__all__ = [
+    "progress",
+    "render_check",
+    "render_draft",
+    "render_error",
+    "render_export",
+    "render_quiet",
+    "render_submodules",
+]
 
 
 @contextlib.contextmanager
@@ -158,6 +167,8 @@ def render_export(report, console: Console, *, show_graph: bool = False, verbose
     if show_graph and report.program is not None:
         code = report.program.graph_module.print_readable(print_output=False, include_stride=False, include_device=False)
         console.print(Syntax(code.strip(), "python", theme="ansi_dark", word_wrap=True))
+    if report.draft is not None:
+        render_draft(report.draft, console)
     if len(report.timings) > 1:
         console.print(_timings_table(report))
     if report.ok:
@@ -169,6 +180,32 @@ def render_export(report, console: Console, *, show_graph: bool = False, verbose
         render_error(report.error, console, verbose=verbose)
         if report.submodules is not None:
             render_submodules(report.submodules, console)
+
+
+def render_draft(draft: DraftReport, console: Console) -> None:
+    """The assumptions a draft export made, one row each: kind, where, what, whether checked."""
+    if draft.sound:
+        console.print("[green]draft export: nothing assumed[/] (the same program as without --draft)")
+        return
+    table = Table(
+        title=f"draft export: {len(draft.assumptions)} assumption(s) taken from the example inputs",
+        title_justify="left",
+        title_style="bold yellow",
+    )
+    table.add_column("#", justify="right")
+    table.add_column("kind")
+    table.add_column("where")
+    table.add_column("assumed")
+    table.add_column("checked at run time")
+    for i, a in enumerate(draft.assumptions, 1):
+        where = Text(a.location or "?", style="cyan")
+        if a.code:
+            where.append(f"\n{a.code}", style="default")
+        assumed = a.assumed + (f"\n{a.detail}" if a.detail else "")
+        if a.occurrences > 1:
+            assumed += f"\n({a.occurrences} times)"
+        table.add_row(str(i), a.kind.value, where, Text(assumed), "[green]yes[/]" if a.checked else "[red]no[/]")
+    console.print(table)
 
 
 def _submodule_label(node: SubmoduleNode, parent: str, root_error: ErrorInfo | None, ascii_only: bool) -> Group:
@@ -221,8 +258,11 @@ def render_quiet(report, console: Console) -> None:
     seconds = report.timings.get("total", 0.0)
     if report.ok:
         where = f" -> {report.output_file}" if report.output_file else ""
+        drafted = ""
+        if report.draft is not None and not report.draft.sound:
+            drafted = f", {len(report.draft.assumptions)} draft assumption(s)"
         console.print(
-            f"ok {report.settings.model}: {_ops(sum(report.ops.values()))}{where} ({seconds:.2f} s)",
+            f"ok {report.settings.model}: {_ops(sum(report.ops.values()))}{drafted}{where} ({seconds:.2f} s)",
             highlight=False,
             soft_wrap=True,
         )

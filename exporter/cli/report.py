@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 import torch
 
+from .._assumptions import DraftReport
 from .._errors import ErrorInfo
 from ..submodules import SubmoduleReport
 from .compare import Comparison
@@ -47,6 +48,8 @@ class ExportReport:
     submodules: SubmoduleReport | None = None
     """With ``--report-submodules``, when the export failed: which submodules export on their own."""
     versions: dict[str, str] = attrs.field(factory=dict)
+    draft: DraftReport | None = None
+    """With ``--draft``: what the export took from the example inputs."""
     program: Any = None
     """The ExportedProgram (not part of the JSON report, and not sent between processes)."""
 
@@ -89,6 +92,7 @@ class ExportReport:
                 "atol": self.settings.atol,
                 "runs": [c.to_json() for c in self.verification],
             },
+            "draft": None if self.draft is None else self.draft.to_json(),
             "error": None if self.error is None else self.error.to_json(),
             "submodules": None if self.submodules is None else self.submodules.to_json(),
             "versions": self.versions,

@@ -28,6 +28,10 @@ class ExportSettings:
     atol: float = 1e-5
     dynamic: list[str] = attrs.field(factory=list)
     """``--dynamic`` flags: ``x.0=batch:1..64``."""
+    draft: bool = False
+    """``--draft``: take what the example inputs do where the export would stop, and report it."""
+    experts_implementation: str | None = None
+    """``--experts-implementation``: run transformers' mixture-of-experts blocks this way for the export."""
     report_submodules: bool = False
     """When the export fails, export the submodules on their own to find where it fails."""
 

@@ -3,6 +3,14 @@ container objects (KV caches) opened up into their tensors."""
 
 from .bind import BoundInputs, bind_inputs, describe_path
 from .containers import register_container, register_known_containers
-from .dynamic_shapes import plan_dynamic_shapes
+from .dynamic_shapes import plan_dynamic_shapes, relaxed_dynamic_shapes
 
-__all__ = ["BoundInputs", "bind_inputs", "describe_path", "plan_dynamic_shapes", "register_container", "register_known_containers"]
+__all__ = [
+    "BoundInputs",
+    "bind_inputs",
+    "describe_path",
+    "plan_dynamic_shapes",
+    "register_container",
+    "register_known_containers",
+    "relaxed_dynamic_shapes",
+]

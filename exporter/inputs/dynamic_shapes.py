@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 import sympy
 import torch
+import torch.utils._pytree as pytree
 from torch.export import AdditionalInputs, ShapesCollection
 
 from .._dims import DimKind, DimRequest, DynamicPlan, bound_text, dim_text, spec_path
@@ -26,7 +27,7 @@ from .._errors import InputSpecError
 from .._torch_internals import DerivedDim, Dim, DimHint, DimHintType, int_oo
 from .bind import BoundInputs, Fields, key_values
 
-__all__ = ["plan_dynamic_shapes"]
+__all__ = ["plan_dynamic_shapes", "relaxed_dynamic_shapes"]
 
 _HINT_KINDS = {DimHintType.AUTO: DimKind.AUTO, DimHintType.DYNAMIC: DimKind.DYNAMIC, DimHintType.STATIC: DimKind.STATIC}
 
@@ -263,6 +264,25 @@ def _spec_from_collection(model: torch.nn.Module, bound: BoundInputs, collection
             hint="give it the very tensors passed as inputs (ShapesCollection), or additional inputs "
             "with the same structure and types as the example (AdditionalInputs)",
         ) from e
+
+
+def relaxed_dynamic_shapes(model: torch.nn.Module, bound: BoundInputs, dynamic_shapes: Any) -> Any:
+    """``dynamic_shapes`` with every named, derived and ``Dim.DYNAMIC`` dimension made
+    ``Dim.AUTO`` in its declared range: dynamic where the model allows it, whatever
+    relations it needs (a draft export's answer to a spec the model does not fit, as
+    torch.export.draft_export relaxes it)."""
+    if isinstance(dynamic_shapes, ShapesCollection):
+        dynamic_shapes = _spec_from_collection(model, bound, dynamic_shapes)
+
+    def relax(spec: Any) -> Any:
+        if isinstance(spec, Dim):
+            low, high = spec.min, spec.max
+            return Dim.AUTO(min=low, max=None if high in (None, int_oo) else high)
+        if isinstance(spec, DimHint) and spec.type is DimHintType.DYNAMIC:
+            return Dim.AUTO(min=spec.min, max=spec.max)
+        return spec
+
+    return pytree.tree_map(relax, dynamic_shapes, is_leaf=lambda x: isinstance(x, (Dim, DimHint)))
 
 
 def _check_scalar_examples(scalars: dict[int, DimRequest], bound: BoundInputs) -> None:

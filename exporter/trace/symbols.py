@@ -171,6 +171,17 @@ class FakeInputs:
     equalities: EqualityConstraint | None = None
 
 
+def _fake(fake_mode: FakeTensorMode, value: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+    fake = fake_mode.from_tensor(value, **kwargs)
+    if fake_mode.propagate_real_tensors and value.device.type != "meta":
+        # A draft trace runs every op on real copies too.  torch's converter copies only a
+        # plain torch.Tensor's data (a Parameter's copy is left uninitialized), so the copy
+        # is made here: of the value, never the value itself, which ops may write to.
+        with torch.no_grad():
+            fake.real_tensor = value.detach().clone()
+    return fake
+
+
 def fake_inputs(fake_mode: FakeTensorMode, state_values: list[Any], bound: BoundInputs, plan: DynamicPlan | None) -> FakeInputs:
     """Fake parameters and buffers (static; a tensor reached twice, as tied weights are, gets
     one fake) and user inputs (symbolic where ``plan`` makes a dimension dynamic)."""
@@ -178,10 +189,10 @@ def fake_inputs(fake_mode: FakeTensorMode, state_values: list[Any], bound: Bound
     fakes = []
     for value in state_values:
         if id(value) not in memo:
-            memo[id(value)] = fake_mode.from_tensor(value, static_shapes=True)
+            memo[id(value)] = _fake(fake_mode, value, static_shapes=True)
         fakes.append(memo[id(value)])
     if plan is None:
-        fakes += [fake_mode.from_tensor(v, static_shapes=True) if isinstance(v, torch.Tensor) else v for v in bound.flat]
+        fakes += [_fake(fake_mode, v, static_shapes=True) if isinstance(v, torch.Tensor) else v for v in bound.flat]
         return FakeInputs(fakes, [])
     tracked = []
     size_sources: dict[tuple[int, int], Source] = {}
@@ -197,7 +208,7 @@ def fake_inputs(fake_mode: FakeTensorMode, state_values: list[Any], bound: Bound
             fakes.append(value)
             continue
         context = _symbolic_context(plan.requests.get(i, {}), value)
-        fake = fake_mode.from_tensor(value, source=source, symbolic_context=context)
+        fake = _fake(fake_mode, value, source=source, symbolic_context=context)
         fakes.append(fake)
         tracked.append(TrackedInput(i, fake, source, context))
         requests = plan.requests.get(i, {})

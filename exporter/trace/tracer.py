@@ -16,6 +16,7 @@ The result is an ``ExportState`` whose graph still has make_fx's placeholder nam
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -36,6 +37,7 @@ from .._torch_internals import (
     functional_mode,
     functional_state,
     has_effects,
+    real_tensor_propagation,
     record_module_calls,
     reparametrize_module,
     traced_graph,
@@ -45,6 +47,7 @@ from .._torch_internals import (
 )
 from ..inputs.bind import BoundInputs
 from ..inputs.containers import describe_class, holds_tensors, register_containers_in
+from .draft import data_dependent_assumptions, missing_fake_kernel_assumptions, record_assumption_sites
 from .explain import explain
 from .patches import tracing_patches
 from .preserve import module_preserved
@@ -317,8 +320,10 @@ class _Traced:
     recorded: _Recorded
 
 
-def _trace_once(root, state_inputs: StateInputs, bound, labels, plan, *, functionalized: bool) -> _Traced:
+def _trace_once(root, state_inputs: StateInputs, bound, labels, plan, *, functionalized: bool, draft: bool) -> _Traced:
     fake_mode = new_fake_mode(root)
+    if draft:
+        record_assumption_sites(fake_mode.shape_env)
     fakes = fake_inputs(fake_mode, state_inputs.values, bound, plan)
     recorded = _Recorded()
     traced, holder = _make_traced_fn(root, state_inputs, bound, labels, recorded, functionalized=functionalized)
@@ -335,6 +340,7 @@ def trace(
     plan: DynamicPlan | None = None,
     *,
     always_functionalize: bool = False,
+    draft: bool = False,
 ) -> ExportState:
     """Trace ``root`` on ``bound`` inputs into an ExportState holding functional ATen.
 
@@ -345,6 +351,10 @@ def trace(
     that never writes to a tensor, so the model is first traced without it; the first
     in-place op, out= op, side-effectful op or buffer reassignment aborts that trace and
     the model is traced again, functionalized.  ``always_functionalize`` skips the first try.
+
+    ``draft``: fake tensors carry real values; where the trace needs a tensor's value or an
+    operator has no fake kernel, the example inputs decide, and ``state.assumptions`` lists
+    each such place (see ``draft.py``).
     """
     state_inputs = collect_state(root)
     parameters, buffers = list(state_inputs.parameters), list(state_inputs.buffers)
@@ -356,16 +366,20 @@ def trace(
 
     watch = _WriteWatch(functionalized=always_functionalize)
     try:
-        with tracing_patches(watch), module_preserved(root):
+        with (
+            real_tensor_propagation() if draft else contextlib.nullcontext(),
+            tracing_patches(watch),
+            module_preserved(root),
+        ):
             traced = None
             if not always_functionalize:
                 try:
-                    traced = _trace_once(root, state_inputs, bound, labels, plan, functionalized=False)
+                    traced = _trace_once(root, state_inputs, bound, labels, plan, functionalized=False, draft=draft)
                 except _NeedsFunctionalization as why:
                     log.debug("tracing again, functionalized: %s", why)
                     watch.functionalized = True
             if traced is None:
-                traced = _trace_once(root, state_inputs, bound, labels, plan, functionalized=True)
+                traced = _trace_once(root, state_inputs, bound, labels, plan, functionalized=True, draft=draft)
     except ExportError:
         raise
     except Exception as e:
@@ -383,7 +397,7 @@ def trace(
             node.meta.setdefault("val", None)
 
     outputs = list(gm.graph.output_node().args[0])
-    return ExportState(
+    state = ExportState(
         root=root,
         gm=gm,
         input_specs=input_specs(placeholders, parameters, buffers, state_inputs.non_persistent),
@@ -401,3 +415,6 @@ def trace(
         tracked=traced.fakes.tracked,
         equalities=traced.fakes.equalities,
     )
+    if draft:
+        state.assumptions = data_dependent_assumptions(state) + missing_fake_kernel_assumptions(state)
+    return state

@@ -188,6 +188,60 @@ def test_report_submodules_shows_which_submodules_export_and_where_it_fails(work
     assert root["children"][1]["error"]["location"].endswith("models.py:16")
 
 
+def test_draft_exports_past_the_branch_and_lists_the_assumption(workdir):
+    result = run("models.py:Branchy", "--example-inputs", "f32[3]@[1,2)", "--draft", "--json", "report.json",
+                 "-o", "b.pt2", cwd=workdir)
+    assert result.returncode == 0, out(result)
+    text = out(result)
+    assert "draft export: 1 assumption(s) taken from the example inputs" in text
+    assert "data-dependent" in text and "if x.sum() > 0:" in text
+    assert "WARNING" not in text  # the table says it once
+    draft = json.loads((workdir / "report.json").read_text())["draft"]
+    (assumption,) = draft["assumptions"]
+    assert draft["sound"] is False
+    assert assumption["kind"] == "data-dependent value" and assumption["location"].endswith("models.py:16")
+    assert assumption["assumed"] == "Eq(u0, 1) is True" and assumption["checked"] is True
+    program = torch.export.load(workdir / "b.pt2")
+    with pytest.raises(RuntimeError, match="Runtime assertion failed"):
+        program.module()(-torch.ones(3))  # the other branch: the assumption is checked
+
+
+def test_draft_on_a_model_that_needs_nothing_says_so(workdir):
+    result = run("models.py:Net", "--draft", "-q", cwd=workdir)
+    assert result.returncode == 0 and "draft assumption" not in out(result)
+    result = run("models.py:Net", "--draft", "--json", "r.json", cwd=workdir)
+    assert "nothing assumed" in out(result)
+    assert json.loads((workdir / "r.json").read_text())["draft"] == {"sound": True, "assumptions": []}
+
+
+MOE = textwrap.dedent(
+    """
+    import torch
+    import transformers
+
+    def mixtral():
+        torch.manual_seed(0)
+        config = transformers.MixtralConfig(
+            vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=48, num_local_experts=4, num_experts_per_tok=2, experts_implementation="eager",
+        )
+        return transformers.MixtralForCausalLM(config)
+
+    def example_inputs():
+        return (torch.randint(0, 100, (2, 8)),)
+    """
+)
+
+
+def test_experts_implementation_flag_exports_the_moe_the_hint_names(workdir):
+    pytest.importorskip("transformers")
+    (workdir / "moe.py").write_text(MOE)  # without the flag it fails; the hint names it (test_switches.py)
+    result = run("moe.py:mixtral", "--experts-implementation", "batched_mm", "--verify", "-o", "m.pt2", cwd=workdir)
+    assert result.returncode == 0, out(result)
+    assert (workdir / "m.pt2").exists()
+    assert run("moe.py:mixtral", "--experts-implementation", "eager", cwd=workdir).returncode == 2
+
+
 def test_verification_mismatch_fails_the_run(workdir):
     result = run("models.py:Noisy", "--example-inputs", "f32[64]", "--verify", "-o", "noisy.pt2", cwd=workdir)
     assert result.returncode == 1, out(result)

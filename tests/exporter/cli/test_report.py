@@ -12,8 +12,10 @@ def test_the_json_has_every_documented_key():
     data = report.to_json()
     assert list(data) == [
         "schema", "status", "model", "inputs", "output_file", "timings", "dynamic",
-        "range_constraints", "signature", "ops", "modules", "verification", "error", "submodules", "versions",
+        "range_constraints", "signature", "ops", "modules", "verification", "draft", "error", "submodules",
+        "versions",
     ]
+    assert data["draft"] is None
     assert data["schema"] == REPORT_SCHEMA == "exporter.report/1"
     assert data["timings"] == {"total": 1.234568} and data["dynamic"] == ["x.0=b"]
     assert data["verification"]["runs"] == [
