@@ -1,0 +1,631 @@
+"""A transformers model zoo: every model type exported by exporter and by torch.export, side by side.
+
+Run from the repository root:
+
+    python benchmarks/zoo.py --fast                         # 8 models, about a minute
+    python benchmarks/zoo.py --only llama,bert,whisper --jobs 2
+    nice python benchmarks/zoo.py --json /tmp/zoo/full.json --markdown /tmp/zoo/full.md
+    python benchmarks/zoo.py --only gpt2 --exporter-kwargs '{"draft": true}' --tool exporter
+
+For every model type in transformers' ``CONFIG_MAPPING`` (or ``--only``), the zoo builds
+a tiny randomly initialised model (``zoo_models.py``: shrunken default config, no
+downloads) for its most servable head and its base model, runs it eagerly once, then
+exports it with ``exporter.export`` and with the oracle
+``torch.export.export(..., strict=False).run_decompositions({})`` (the same program
+exporter returns), runs each program and compares every output tensor with the eager
+one (rtol 1e-4, atol 1e-4). A tool's outcome is ``ok`` only when its program runs and
+matches eager; otherwise ``fails`` (the export raised), ``run fails``, ``mismatch``,
+``timeout`` or ``crash``.
+
+Each model type runs in its own forked subprocess (its head and base model share it, so
+the modeling module is imported once); each step (a build, or one tool's export and
+run) has a timeout, and a step that times out or crashes is charged with it while the
+type's remaining steps go on in a fresh process. The parent imports
+torch, transformers and exporter and warms up both tools once before forking, so no
+model pays one-time setup and the times compare like for like; every process uses one
+thread. The ratio is torch.export seconds / exporter seconds: above 1 means exporter is
+faster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gc
+import json
+import math
+import multiprocessing
+import os
+import platform
+import sys
+import time
+import warnings
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import attrs  # noqa: E402
+import torch  # noqa: E402
+from torch.utils._pytree import tree_leaves  # noqa: E402
+
+# zoo_models sits beside this file, which is run as a script (not as a package).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import transformers  # noqa: E402
+import zoo_models  # noqa: E402
+
+import exporter  # noqa: E402
+
+RTOL = ATOL = 1e-4
+TOOLS = ("exporter", "torch")
+TOOL_TITLES = {"exporter": "exporter", "torch": "torch.export"}
+# Encoder, decoder, seq2seq, vision (ViT and a convnet), audio (CTC and speech seq2seq).
+FAST = ("bert", "gpt2", "llama", "t5", "vit", "resnet", "wav2vec2", "whisper")
+VERDICTS = ("both ok", "only exporter ok", "only torch.export ok", "both fail", "not built")
+
+
+@attrs.define
+class Settings:
+    """How the zoo runs: which tools, how long a model may take, what exporter is given."""
+
+    tools: tuple[str, ...] = TOOLS
+    timeout: float = 180.0
+    """Seconds one step may take: building a model, or one tool exporting and running it."""
+    jobs: int = 1
+    classes: str = "head+base"
+    """``head+base``: the most servable head and the base model; ``first``: the head only."""
+    exporter_kwargs: dict[str, Any] = attrs.Factory(dict)
+    """Extra keyword arguments for ``exporter.export`` (``draft=True`` and the like)."""
+    log_dir: Path | None = None
+    """Where each model's stdout/stderr go; None discards them."""
+    warm_up: bool = True
+    """Export a tiny module with each tool before forking, so no model pays one-time setup."""
+
+
+@attrs.define
+class ToolResult:
+    """One tool on one model: the outcome and, where it got that far, the export time."""
+
+    outcome: str
+    """ok | fails | run fails | mismatch | timeout | crash"""
+    seconds: float | None = None
+    export_seconds: float | None = None
+    """torch.export only: ``torch.export.export`` alone, before ``run_decompositions``."""
+    error_type: str | None = None
+    error: str | None = None
+    """The first line of the error (or the mismatch found)."""
+    category: str | None = None
+    location: str | None = None
+    hint: str | None = None
+    max_abs_diff: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "ok"
+
+    def describe(self) -> str:
+        """One cell of the table: the outcome, then the error type and first line."""
+        if self.ok or not self.error:
+            return self.outcome
+        kind = f"{self.error_type}: " if self.error_type else ""
+        where = f" [{self.category}]" if self.category else ""
+        return f"{self.outcome}: {kind}{self.error}{where}"
+
+
+@attrs.define
+class Row:
+    """One model class of one model type, and what each tool made of it."""
+
+    model_type: str
+    class_name: str | None
+    built: bool = False
+    reason: str | None = None
+    """Why the model could not be built (None when it was)."""
+    note: str = ""
+    inputs: dict[str, str] = attrs.Factory(dict)
+    parameters: int | None = None
+    build_seconds: float | None = None
+    results: dict[str, ToolResult] = attrs.Factory(dict)
+
+    @property
+    def verdict(self) -> str:
+        """One of VERDICTS with both tools; ``<tool> ok|fails`` with one."""
+        if not self.built:
+            return "not built"
+        ok = {tool: result.ok for tool, result in self.results.items()}
+        if len(ok) == 1:
+            ((tool, good),) = ok.items()
+            return f"{TOOL_TITLES[tool]} {'ok' if good else 'fails'}"
+        if ok["exporter"] and ok["torch"]:
+            return "both ok"
+        if ok["exporter"]:
+            return "only exporter ok"
+        if ok["torch"]:
+            return "only torch.export ok"
+        return "both fail"
+
+    @property
+    def ratio(self) -> float | None:
+        """torch.export seconds / exporter seconds, when both exported and ran correctly."""
+        mine, theirs = self.results.get("exporter"), self.results.get("torch")
+        if mine and theirs and mine.ok and theirs.ok and mine.seconds and theirs.seconds:
+            return theirs.seconds / mine.seconds
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        data = attrs.asdict(self, recurse=True)
+        data.update(verdict=self.verdict, ratio=self.ratio)
+        return data
+
+
+# --------------------------------------------------------------------- in the child
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0][:300] if lines else type(error).__name__
+
+
+def _failure(outcome: str, error: BaseException, seconds: float | None) -> ToolResult:
+    result = ToolResult(outcome, seconds, error_type=type(error).__name__, error=_first_line(error))
+    if isinstance(error, exporter.ExportError):
+        info = exporter.ErrorInfo.from_exception(error).to_json()
+        result.category, result.location, result.hint = info["category"], info["location"], info["hint"]
+        result.error = info["message"].strip().splitlines()[0][:300] if info["message"].strip() else result.error
+    return result
+
+
+def tensor_leaves(output: Any) -> list[torch.Tensor]:
+    """Every tensor in a model output, ModelOutput dataclasses flattened field by field."""
+    if isinstance(output, transformers.utils.ModelOutput):
+        output = output.to_tuple()
+    leaves: list[torch.Tensor] = []
+    for leaf in tree_leaves(output):
+        if isinstance(leaf, transformers.utils.ModelOutput):
+            leaves += tensor_leaves(leaf)
+        elif isinstance(leaf, torch.Tensor):
+            leaves.append(leaf)
+    return leaves
+
+
+def compare(expected: Any, actual: Any) -> tuple[str | None, float]:
+    """The first difference between two outputs (None if none) and the max abs difference."""
+    want, got = tensor_leaves(expected), tensor_leaves(actual)
+    if len(want) != len(got):
+        return f"program returns {len(got)} tensors, eager {len(want)}", math.nan
+    worst = 0.0
+    for i, (e, a) in enumerate(zip(want, got)):
+        if e.shape != a.shape or e.dtype != a.dtype:
+            return f"output {i}: {a.dtype}{list(a.shape)} vs eager {e.dtype}{list(e.shape)}", math.nan
+        if e.numel() == 0:
+            continue
+        if e.is_floating_point() or e.is_complex():
+            diff = (e - a).abs().nan_to_num(0.0).max().item()
+        else:
+            diff = float((e != a).any().item())
+        worst = max(worst, diff)
+        if not torch.allclose(e, a, rtol=RTOL, atol=ATOL, equal_nan=True):
+            return f"output {i} differs from eager (max abs diff {diff:.3g})", worst
+    return None, worst
+
+
+def _export_with_exporter(model, kwargs, extra) -> tuple[torch.export.ExportedProgram, None]:
+    return exporter.export(model, (), kwargs, **extra), None
+
+
+def _export_with_torch(model, kwargs, extra) -> tuple[torch.export.ExportedProgram, float]:
+    start = time.perf_counter()
+    program = torch.export.export(model, (), kwargs, strict=False)
+    export_seconds = time.perf_counter() - start
+    return program.run_decompositions({}), export_seconds
+
+
+EXPORTERS: dict[str, Callable[..., tuple[torch.export.ExportedProgram, float | None]]] = {
+    "exporter": _export_with_exporter,
+    "torch": _export_with_torch,
+}
+
+
+def run_tool(tool: str, built: zoo_models.Built, exporter_kwargs: dict[str, Any]) -> ToolResult:
+    """Export with one tool, run the program and compare it with the eager output."""
+    extra = exporter_kwargs if tool == "exporter" else {}
+    gc.collect()
+    start = time.perf_counter()
+    try:
+        program, export_seconds = EXPORTERS[tool](built.model, built.kwargs, extra)
+    except Exception as e:
+        return _failure("fails", e, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    try:
+        with torch.no_grad():
+            actual = program.module()(**built.kwargs)
+    except Exception as e:
+        result = _failure("run fails", e, seconds)
+        result.export_seconds = export_seconds
+        return result
+    difference, worst = compare(built.output, actual)
+    if difference is not None:
+        return ToolResult("mismatch", seconds, export_seconds, error=difference, max_abs_diff=worst)
+    return ToolResult("ok", seconds, export_seconds, max_abs_diff=worst)
+
+
+def _describe_input(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{str(value.dtype).removeprefix('torch.')}{list(value.shape)}"
+    return repr(value)
+
+
+def _child(model_type: str, tasks: list[tuple[str, str]], settings: Settings, conn: Any) -> None:
+    """Run ``(class name, tool)`` tasks of one model type, building each class when first
+    needed; every step's result goes to ``conn`` as soon as it is known."""
+    if settings.log_dir is not None:
+        log = open(settings.log_dir / f"{model_type}.log", "ab")
+    else:
+        log = open(os.devnull, "wb")
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    warnings.filterwarnings("ignore")
+    transformers.logging.set_verbosity_error()
+    models: dict[str, zoo_models.Built | None] = {}
+    for class_name, tool in tasks:
+        if class_name not in models:
+            models[class_name] = _build(model_type, class_name, conn)
+        if models[class_name] is not None:
+            result = run_tool(tool, models[class_name], settings.exporter_kwargs)
+            conn.send(("result", class_name, tool, attrs.asdict(result)))
+    conn.send(("done",))
+
+
+def _build(model_type: str, class_name: str, conn: Any) -> zoo_models.Built | None:
+    """Build one class and run it eagerly; report either its inputs or why it was not built."""
+    start = time.perf_counter()
+    try:
+        built = zoo_models.build(model_type, class_name)
+    except zoo_models.NotBuilt as e:
+        conn.send(("not built", class_name, str(e)))
+        return None
+    except Exception as e:
+        conn.send(("not built", class_name, f"build fails: {type(e).__name__}: {_first_line(e)}"))
+        return None
+    conn.send(("built", class_name, {
+        "inputs": {name: _describe_input(value) for name, value in built.kwargs.items()},
+        "parameters": sum(p.numel() for p in built.model.parameters()),
+        "note": built.note,
+        "build_seconds": time.perf_counter() - start,
+    }))
+    return built
+
+
+# -------------------------------------------------------------------- in the parent
+
+
+def warm_up(tools: Iterable[str]) -> None:
+    """Pay each tool's one-time setup in the parent, so forked children time exports only."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
+    built = zoo_models.Built(model, {"input": torch.randn(2, 4)})
+    for tool in tools:
+        EXPORTERS[tool](built.model, built.kwargs, {})[0].module()(**built.kwargs)
+
+
+def plan(model_types: Iterable[str], classes: str) -> list[Row]:
+    """One row per model class to export; a type without any class gets a not-built row."""
+    rows = []
+    for model_type in model_types:
+        names = zoo_models.cases(model_type)[: 1 if classes == "first" else 2]
+        if not names:
+            rows.append(Row(model_type, None, reason="no model class: transformers registers none for this type"))
+        rows += [Row(model_type, name) for name in names]
+    return rows
+
+
+@attrs.define
+class _Job:
+    """One child process working through the (class, tool) tasks left for one model type."""
+
+    rows: dict[str, Row]
+    tasks: list[tuple[str, str]]
+    process: Any
+    conn: Any
+    started: float
+    """When the step under way (a build, or one tool's export) began."""
+    done: bool = False
+
+
+def _start(rows: dict[str, Row], tasks: list[tuple[str, str]], settings: Settings) -> _Job:
+    model_type = next(iter(rows.values())).model_type
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_child, args=(model_type, tasks, settings, send), daemon=True)
+    process.start()
+    send.close()
+    return _Job(rows, list(tasks), process, receive, time.monotonic())
+
+
+def _drop_class(job: _Job, class_name: str) -> None:
+    job.tasks = [task for task in job.tasks if task[0] != class_name]
+
+
+def _drain(job: _Job) -> bool:
+    """Apply every message the child has sent so far to its rows; say whether there was any."""
+    received = False
+    while True:
+        try:
+            if not job.conn.poll():
+                return received
+            message = job.conn.recv()
+        except (EOFError, OSError):
+            return received
+        received = True
+        kind, payload = message[0], message[1:]
+        if kind == "not built":
+            class_name, reason = payload
+            job.rows[class_name].reason = reason
+            _drop_class(job, class_name)
+        elif kind == "built":
+            class_name, info = payload
+            job.rows[class_name].built = True
+            for key, value in info.items():
+                setattr(job.rows[class_name], key, value)
+        elif kind == "result":
+            class_name, tool, result = payload
+            job.rows[class_name].results[tool] = ToolResult(**result)
+            job.tasks.remove((class_name, tool))
+        elif kind == "done":
+            job.done = True
+
+
+def _stop(job: _Job, outcome: str, detail: str) -> None:
+    """Charge the task under way with a timeout or crash; the tasks after it stay to run."""
+    if job.process.is_alive():
+        job.process.kill()
+    job.process.join()
+    job.conn.close()
+    class_name, tool = job.tasks[0]
+    row = job.rows[class_name]
+    if row.built:
+        row.results[tool] = ToolResult(outcome, error=detail)
+        job.tasks.pop(0)
+    else:
+        row.reason = f"build {outcome}: {detail}"
+        _drop_class(job, class_name)
+
+
+def run_zoo(rows: list[Row], settings: Settings, on_row: Callable[[Row], None] = lambda row: None) -> list[Row]:
+    """Run each model type in its own forked subprocess, ``settings.jobs`` at a time.
+
+    A type's classes share the process (the modeling module is imported once). Each step
+    (building a class, or one tool exporting it) gets ``settings.timeout`` seconds; when
+    one times out or crashes, the type's remaining steps go on in a fresh process.
+    ``on_row`` is called as each row is finished.
+    """
+    warnings.filterwarnings("ignore")
+    transformers.logging.set_verbosity_error()
+    torch.set_num_threads(1)
+    if settings.log_dir is not None:
+        settings.log_dir.mkdir(parents=True, exist_ok=True)
+    if settings.warm_up:
+        warm_up(settings.tools)
+    by_type: dict[str, dict[str, Row]] = {}
+    for row in rows:
+        if row.class_name:
+            by_type.setdefault(row.model_type, {})[row.class_name] = row
+        else:
+            on_row(row)
+    pending = collections.deque(
+        (type_rows, [(name, tool) for name in type_rows for tool in settings.tools])
+        for type_rows in by_type.values()
+    )
+    running: list[_Job] = []
+    while pending or running:
+        while pending and len(running) < settings.jobs:
+            running.append(_start(*pending.popleft(), settings))
+        wait([job.conn for job in running] + [job.process.sentinel for job in running], timeout=min(1.0, settings.timeout))
+        for job in list(running):
+            if _drain(job):
+                job.started = time.monotonic()
+            if not job.done and not job.process.is_alive():
+                _drain(job)
+            if job.done or (not job.tasks and not job.process.is_alive()):
+                job.process.join()
+                job.conn.close()
+            elif not job.process.is_alive():
+                _stop(job, "crash", f"process exited with code {job.process.exitcode}")
+            elif time.monotonic() - job.started > settings.timeout:
+                _stop(job, "timeout", f"no result after {settings.timeout:g} s")
+            else:
+                continue
+            running.remove(job)
+            if job.tasks:
+                running.append(_start(job.rows, job.tasks, settings))
+            else:
+                for row in job.rows.values():
+                    on_row(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def summarize(rows: list[Row]) -> dict[str, Any]:
+    """Counts per verdict, the geometric-mean ratio, and why each unbuilt type was not built."""
+    counts = collections.Counter(row.verdict for row in rows)
+    ratios = [row.ratio for row in rows if row.ratio]
+    reasons = collections.Counter(row.reason.split(":")[0] for row in rows if not row.built and row.reason)
+    return {
+        "rows": len(rows),
+        "model_types": len({row.model_type for row in rows}),
+        "counts": {verdict: counts[verdict] for verdict in (*VERDICTS, *sorted(set(counts) - set(VERDICTS)))
+                   if counts[verdict] or verdict in VERDICTS},
+        "ratio_geomean": math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None,
+        "not_built_reasons": dict(reasons.most_common()),
+    }
+
+
+def _seconds(result: ToolResult | None) -> str:
+    return f"{result.seconds:.2f}" if result and result.seconds is not None else ""
+
+
+def _cells(row: Row, settings: Settings) -> list[str]:
+    cells = [row.model_type, row.class_name or ""]
+    if row.built:
+        cells += [row.results[tool].describe() if tool in row.results else "" for tool in settings.tools]
+    else:
+        cells += [f"not built: {row.reason}", *[""] * (len(settings.tools) - 1)]
+    cells += [_seconds(row.results.get(tool)) for tool in settings.tools]
+    if len(settings.tools) == 2:
+        cells.append(f"{row.ratio:.2f}" if row.ratio else "")
+    return cells
+
+
+def _headers(settings: Settings) -> list[str]:
+    titles = [TOOL_TITLES[tool] for tool in settings.tools]
+    ratio = ["ratio"] if len(settings.tools) == 2 else []
+    return ["model type", "class", *titles, *[f"{t} s" for t in titles], *ratio]
+
+
+def progress_line(row: Row, done: int, total: int) -> str:
+    """The one line printed as each model finishes."""
+    parts = [f"[{done}/{total}] {row.model_type} {row.class_name or ''}: {row.verdict}"]
+    if not row.built:
+        parts.append(row.reason or "")
+    for tool, result in row.results.items():
+        seconds = f" {_seconds(result)}s" if result.seconds is not None else ""
+        parts.append(f"{TOOL_TITLES[tool]} {result.describe()}{seconds}")
+    return " | ".join(parts)
+
+
+def print_report(rows: list[Row], settings: Settings, summary: dict[str, Any]) -> None:
+    """The per-model table and the summary, on the terminal."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=max(160, Console().width))
+    table = Table(*_headers(settings), show_lines=False)
+    for row in rows:
+        table.add_row(*_cells(row, settings))
+    console.print(table)
+    for line in summary_lines(summary):
+        console.print(line, markup=False)
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    lines = [f"{summary['rows']} models across {summary['model_types']} model types"]
+    lines += [f"  {verdict}: {count}" for verdict, count in summary["counts"].items()]
+    if summary["ratio_geomean"]:
+        lines.append(f"  torch.export / exporter time, geometric mean where both ok: {summary['ratio_geomean']:.2f}")
+    if summary["not_built_reasons"]:
+        lines.append("not built, by reason:")
+        lines += [f"  {reason}: {count}" for reason, count in summary["not_built_reasons"].items()]
+    return lines
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(rows: list[Row], settings: Settings, summary: dict[str, Any]) -> str:
+    """A markdown summary and per-model table, for a README."""
+    out = [f"**{summary['rows']} models across {summary['model_types']} transformers model types**", ""]
+    out += ["| outcome | models |", "|---|---:|"]
+    out += [f"| {verdict} | {count} |" for verdict, count in summary["counts"].items()]
+    if summary["ratio_geomean"]:
+        out.append(f"| torch.export s / exporter s (geometric mean, both ok) | {summary['ratio_geomean']:.2f} |")
+    if summary["not_built_reasons"]:
+        out += ["", "| not built because | models |", "|---|---:|"]
+        out += [f"| {_md(reason)} | {count} |" for reason, count in summary["not_built_reasons"].items()]
+    headers = _headers(settings)
+    out += ["", "<details><summary>every model</summary>", ""]
+    out += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(_md(cell) for cell in _cells(row, settings)) + " |" for row in rows]
+    out += ["", "</details>"]
+    return "\n".join(out) + "\n"
+
+
+def environment() -> dict[str, str]:
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "exporter": exporter.__version__,
+        "machine": platform.machine(),
+        "cpus": str(os.cpu_count()),
+    }
+
+
+# ------------------------------------------------------------------------------- CLI
+
+
+def _csv(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", type=_csv, help="comma-separated model types (default: all)")
+    parser.add_argument("--exclude", type=_csv, default=[], help="comma-separated model types to skip")
+    parser.add_argument("--fast", action="store_true", help=f"only {', '.join(FAST)}, the head only")
+    parser.add_argument("--classes", choices=("head+base", "first"), default="head+base",
+                        help="head+base: the most servable head and the base model; first: the head only")
+    parser.add_argument("--tool", choices=("exporter", "torch", "both"), default="both")
+    parser.add_argument("--timeout", type=float, default=180.0,
+                        help="seconds a build or one tool's export of one model may take (default 180)")
+    parser.add_argument("--jobs", "-j", type=int, default=1, help="models run in parallel (default 1)")
+    parser.add_argument("--exporter-kwargs", type=json.loads, default={},
+                        help='JSON object of extra exporter.export arguments, e.g. \'{"draft": true}\'')
+    parser.add_argument("--json", type=Path, help="write every row and the summary as JSON")
+    parser.add_argument("--markdown", type=Path, help="write the summary and table as markdown")
+    parser.add_argument("--logs", type=Path, help="keep each model's stdout/stderr in this folder")
+    args = parser.parse_args(argv)
+    if not isinstance(args.exporter_kwargs, dict):
+        parser.error("--exporter-kwargs must be a JSON object")
+    unknown = set(args.only or []) - set(zoo_models.model_types())
+    if unknown:
+        parser.error(f"unknown model types: {', '.join(sorted(unknown))}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    types = list(FAST) if args.fast else args.only or zoo_models.model_types()
+    types = [t for t in types if t not in set(args.exclude)]
+    settings = Settings(
+        tools=TOOLS if args.tool == "both" else (args.tool,),
+        timeout=args.timeout,
+        jobs=max(1, args.jobs),
+        classes="first" if args.fast else args.classes,
+        exporter_kwargs=args.exporter_kwargs,
+        log_dir=args.logs,
+    )
+    rows = plan(types, settings.classes)
+    finished = 0
+
+    def report(row: Row) -> None:
+        nonlocal finished
+        finished += 1
+        print(progress_line(row, finished, len(rows)), file=sys.stderr, flush=True)
+
+    start = time.monotonic()
+    run_zoo(rows, settings, report)
+    wall = time.monotonic() - start
+    summary = summarize(rows)
+    print_report(rows, settings, summary)
+    print(f"wall time {wall:.0f} s", flush=True)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({
+            "settings": {**attrs.asdict(settings), "log_dir": str(settings.log_dir) if settings.log_dir else None},
+            "environment": environment(),
+            "wall_seconds": wall,
+            "summary": summary,
+            "rows": [row.to_json() for row in rows],
+        }, indent=1, default=str))
+    if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(markdown(rows, settings, summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""The transformers model zoo (benchmarks/zoo.py): exporter exports whatever torch.export does.
+
+The default run exports five tiny models (encoder, decoder, seq2seq, vision, audio) with
+both tools, each in its own subprocess, and checks both programs against eager. The full
+zoo, every model type transformers registers (about an hour on 2 cores), runs with
+``python -m pytest -m zoo tests/e2e/test_zoo.py``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+import sys
+import time
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+pytest.importorskip("transformers")
+
+ZOO = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "zoo.py"
+FAST_TYPES = ("bert", "llama", "t5", "vit", "wav2vec2")
+
+
+@pytest.fixture(scope="module")
+def zoo():
+    spec = importlib.util.spec_from_file_location("zoo", ZOO)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["zoo"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(zoo, types, **settings):
+    settings = zoo.Settings(**settings)
+    return zoo.run_zoo(zoo.plan(types, settings.classes), settings)
+
+
+def describe(zoo, rows):
+    return "\n".join(zoo.progress_line(row, i + 1, len(rows)) for i, row in enumerate(rows))
+
+
+def test_fast_models_export_with_both_tools_and_match_eager(zoo):
+    rows = run(zoo, FAST_TYPES, classes="first", jobs=2, timeout=120)
+    assert [row.model_type for row in rows] == list(FAST_TYPES)
+    for row in rows:
+        assert row.built, f"{row.model_type}: {row.reason}"
+        exporter, torch_export = row.results["exporter"], row.results["torch"]
+        assert exporter.ok or not torch_export.ok, describe(zoo, [row])
+        assert "mismatch" not in (exporter.outcome, torch_export.outcome), describe(zoo, [row])
+    assert all(row.verdict == "both ok" for row in rows), describe(zoo, rows)
+
+
+def test_a_program_that_differs_from_eager_is_a_mismatch(zoo):
+    expected = {"logits": torch.ones(2, 3), "hidden": (torch.zeros(2),)}
+    assert zoo.compare(expected, {"logits": torch.ones(2, 3), "hidden": (torch.zeros(2),)})[0] is None
+    difference, worst = zoo.compare(expected, {"logits": torch.ones(2, 3) + 1e-2, "hidden": (torch.zeros(2),)})
+    assert "output 0 differs" in difference and worst == pytest.approx(1e-2)
+    assert "1 tensors, eager 2" in zoo.compare(expected, {"logits": torch.ones(2, 3)})[0]
+
+
+def test_a_model_output_is_compared_field_by_field(zoo):
+    from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+    output = BaseModelOutputWithPooling(last_hidden_state=torch.ones(1, 2), pooler_output=torch.zeros(1))
+    assert [t.shape for t in zoo.tensor_leaves(output)] == [torch.Size([1, 2]), torch.Size([1])]
+
+
+def test_exporter_kwargs_reach_exporter_export(zoo):
+    built = zoo.zoo_models.build("bert", "BertModel")
+    result = zoo.run_tool("exporter", built, {"no_such_option": True})
+    assert result.outcome == "fails" and "no_such_option" in result.error
+
+
+def test_a_build_over_its_time_is_not_built(zoo, monkeypatch):
+    monkeypatch.setattr(zoo.zoo_models, "build", lambda *args: time.sleep(60))
+    (row,) = run(zoo, ["bert"], classes="first", timeout=1, warm_up=False)
+    assert not row.built and row.reason.startswith("build timeout"), row.reason
+    assert row.verdict == "not built"
+
+
+def test_a_tool_that_hangs_or_crashes_is_charged_and_the_other_still_runs(zoo, monkeypatch):
+    # The children are forked, so they run these stand-ins.
+    monkeypatch.setitem(zoo.EXPORTERS, "exporter", lambda *args: time.sleep(60))
+    monkeypatch.setitem(zoo.EXPORTERS, "torch", lambda *args: os._exit(3))
+    (row,) = run(zoo, ["llama"], classes="first", timeout=15, warm_up=False)
+    assert row.built, row.reason
+    assert row.results["exporter"].outcome == "timeout"
+    assert row.results["torch"].outcome == "crash" and "code 3" in row.results["torch"].error
+    assert row.verdict == "both fail"
+
+
+@pytest.mark.zoo
+def test_no_model_exports_with_torch_export_only(zoo):
+    rows = run(zoo, zoo.zoo_models.model_types(), jobs=2)
+    only_torch = [row for row in rows if row.verdict == "only torch.export ok"]
+    assert not only_torch, describe(zoo, only_torch)
