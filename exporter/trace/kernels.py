@@ -32,6 +32,7 @@ from .._torch_internals import (
     COMPOSITE_KEY,
     DispatchKey,
     FunctionalTensor,
+    GuardOnDataDependentSymNode,
     OpOverload,
     below_autograd,
     call_at_key,
@@ -121,10 +122,42 @@ def _redispatched_below_autograd(op: OpOverload):
     return kernel
 
 
-def _fake_rule(original):
+def _attention_mask_fits(query, key, value=None, attn_mask=None, *args, **kwargs) -> bool:
+    """Assume, as a runtime check, that a mask whose trailing sizes are data-dependent
+    matches the (query, key) lengths it is broadcast against.
+
+    The fused CPU kernel's choice of backend compares those sizes before any arithmetic
+    runs, and cannot compare unbacked ones.  torch.export's trace reaches the same
+    comparison through the math kernel's broadcasting ``add``, which records exactly these
+    equalities as runtime assertions; recording them first gives the program the same
+    checks.  Sizes that may be 1 (broadcast) are left alone.
+    """
+    if not isinstance(attn_mask, torch.Tensor) or attn_mask.dim() < 2:
+        return False
+    checked = False
+    for mask_size, size in ((attn_mask.shape[-2], query.shape[-2]), (attn_mask.shape[-1], key.shape[-2])):
+        if isinstance(mask_size, torch.SymInt) and not mask_size.node.has_hint():
+            torch._check(mask_size == size)
+            checked = True
+    return checked
+
+
+_UNBACKED_PRECHECKS = {torch.ops.aten.scaled_dot_product_attention.default: _attention_mask_fits}
+"""Kept-whole composites whose kernel compares sizes before computing, and how to state
+those comparisons as runtime checks when a size is data-dependent."""
+
+
+def _fake_rule(op: OpOverload, original):
+    precheck = _UNBACKED_PRECHECKS.get(op)
+
     def rule(fake_mode, func, *args, **kwargs):
         with fake_mode:
-            return original(*args, **kwargs)
+            try:
+                return original(*args, **kwargs)
+            except GuardOnDataDependentSymNode:
+                if precheck is None or not precheck(*args, **kwargs):
+                    raise
+                return original(*args, **kwargs)
 
     return rule
 
@@ -150,7 +183,7 @@ def composite_kernels(op: OpOverload) -> tuple[dict, object]:
         table.update(dict.fromkeys(_BACKEND_KEYS, original))
         table.update(current)
         table[COMPOSITE_KEY] = _not_expanded
-        cached = _TABLES[op] = (current, dict(current), table, _fake_rule(original))
+        cached = _TABLES[op] = (current, dict(current), table, _fake_rule(op, original))
     return cached[2], cached[3]
 
 

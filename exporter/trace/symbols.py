@@ -76,7 +76,10 @@ class _ShapeEnv(ShapeEnv):
         frame = inspect.currentframe()
         while frame is not None and is_library_frame(frame.f_code.co_filename):
             frame = frame.f_back
-        return frame
+        # A model that lives in a library (transformers) or in no file (a REPL, exec) has
+        # no frame of its own; the stock choice then still names a line, and torch's
+        # assert-statement check relies on getting some frame.
+        return frame if frame is not None else super()._get_user_frame()
 
 
 def new_fake_mode(root: torch.nn.Module) -> FakeTensorMode:

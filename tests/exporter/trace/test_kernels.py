@@ -1,5 +1,6 @@
 """Functional composite ops are recorded whole with their real kernels' outputs; conversions are checked."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -91,3 +92,35 @@ def test_a_conversion_of_a_python_number_inside_vmap():
     ep = exporter.export(PerSample(), (x, y), dynamic_shapes={"x": {0: Dim.DYNAMIC}, "y": {0: Dim.DYNAMIC}})
     x, y = torch.randn(5), torch.randn(5)
     torch.testing.assert_close(ep.module()(x, y), PerSample()(x, y))
+
+
+class MaskFromData(torch.nn.Module):
+    """An attention mask whose length comes from tensor values (sam3's relative-position
+    bias over a feature map whose size is held in a tensor)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, grid, q, k):
+        height, width = grid[0].item(), grid[1].item()
+        rows = torch.arange(height, dtype=torch.float32).view(-1, 1) / height
+        cols = torch.arange(width, dtype=torch.float32).view(1, -1) / width
+        mask = (rows + cols).flatten().expand(q.shape[0], q.shape[1], q.shape[2], -1)
+        return F.scaled_dot_product_attention(self.proj(q), k, k, attn_mask=mask)
+
+
+def test_a_mask_with_data_dependent_length_becomes_a_runtime_check():
+    model = MaskFromData().eval()
+    args = (torch.tensor([8, 8]), torch.randn(2, 4, 11, 8), torch.randn(2, 4, 64, 8))
+    ep = exporter.export(model, args)  # torch.export 2.13 stops here on the fused kernel's size check
+    assert [n.target for n in ep.graph.nodes].count(torch.ops.aten.scaled_dot_product_attention.default) == 1
+    torch.testing.assert_close(ep.module()(*args), model(*args))
+    fresh = (torch.tensor([4, 16]), torch.randn(2, 4, 11, 8), torch.randn(2, 4, 64, 8))
+    torch.testing.assert_close(ep.module()(*fresh), model(*fresh))
+    # a grid that does not cover the keys fails the recorded check, as eager fails
+    wrong = (torch.tensor([4, 8]), *args[1:])
+    with pytest.raises(RuntimeError, match=r"u0\*u1, 64"):
+        ep.module()(*wrong)
+    with pytest.raises(RuntimeError):
+        model(*wrong)

@@ -56,3 +56,28 @@ def test_sources_are_named_from_the_forward_path():
     assert source_name((key("inputs"), key("a"), pytree.SequenceKey(0))) == "L['inputs']['a'][0]"
     assert source_name((key("inputs"), pytree.GetAttrKey("field"))) == "L['inputs'].field"
     assert InputSource("L['x']").name == "L['x']"
+
+
+def test_a_model_without_a_source_file_gets_the_data_dependent_error():
+    # Defined and exported from code with no file (python -c, a REPL, generated code): no
+    # frame on the stack is a user file, so torch's assert-statement check must get its
+    # frame elsewhere instead of failing with its own AssertionError.  A subprocess, because
+    # under pytest the test runner's own frames would count as the user's.
+    import subprocess
+    import sys
+
+    source = (
+        "import torch, exporter\n"
+        "class NoFile(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        if x.sum() > 0:\n"
+        "            return x * 2\n"
+        "        return x\n"
+        "try:\n"
+        "    exporter.export(NoFile(), (torch.ones(3),))\n"
+        "except exporter.ExportError as error:\n"
+        "    print(error.category.value)\n"
+        "    print('AssertionError' in str(error))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=120)
+    assert result.stdout.split() == ["data-dependent", "control", "flow", "False"], result.stderr[-2000:]
