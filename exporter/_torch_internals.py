@@ -25,7 +25,8 @@ from torch._guards import GuardSource, Source, TracingContext, tracing
 from torch._higher_order_ops.effects import has_effects
 from torch._library.utils import has_fake_kernel, is_builtin as is_builtin_op
 from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
-from torch._subclasses import fake_impls
+from torch._prims_common import compare_tensor_meta
+from torch._subclasses import fake_impls, fake_utils
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
@@ -108,7 +109,10 @@ __all__ = [
     "has_fake_kernel",
     "is_builtin_op",
     "on_real_value_decision",
+    "compare_tensor_meta",
+    "fake_utils",
     "real_tensor_propagation",
+    "runtime_check",
     "has_composite_kernel",
     "has_effects",
     "insert_deferred_runtime_asserts",
@@ -135,6 +139,9 @@ __all__ = [
     "uninteresting_files",
     "use_lazy_graph_module",
 ]
+
+runtime_check = torch._check
+"""``torch._check``: a condition on sizes the program checks when it runs (no guard)."""
 
 COMPOSITE_KEY = DispatchKey.CompositeImplicitAutograd
 should_decompose_because_unsafe = _should_decompose_because_unsafe_op

@@ -71,8 +71,29 @@ def possible_layouts(node: torch.fx.Node, parameters: set[torch.fx.Node]) -> lis
     return layouts(node, parameters)
 
 
+# A stand-in for a data-dependent size with no example value: in range, neither 0 nor 1
+# (which would make layouts degenerate).
+_UNBACKED_STAND_IN = 8
+
+
 def _hint(size: Any) -> int:
-    return int(size.node.hint) if isinstance(size, torch.SymInt) else int(size)
+    """An example value of ``size``; a data-dependent one gets its real value when the trace
+    propagated real tensors (draft mode), else a stand-in inside its range."""
+    if not isinstance(size, torch.SymInt):
+        return int(size)
+    if size.node.hint is not None:
+        return int(size.node.hint)
+    shape_env = size.node.shape_env
+    expr = size.node.expr.xreplace(shape_env.backed_var_to_val).xreplace(shape_env.real_tensor_prop_unbacked_vals)
+    values = {}
+    for symbol in expr.free_symbols:
+        bounds = shape_env.var_to_range.get(symbol)
+        value = _UNBACKED_STAND_IN
+        if bounds is not None:
+            value = max(value, int(bounds.lower)) if bounds.lower.is_finite else value
+            value = min(value, int(bounds.upper)) if bounds.upper.is_finite else value
+        values[symbol] = value
+    return int(expr.xreplace(values))
 
 
 def _meta_like(val: Any, strides: tuple[int, ...] | None = None) -> Any:

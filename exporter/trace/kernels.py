@@ -38,6 +38,7 @@ from .._torch_internals import (
     call_at_key,
     composite_registrations,
     has_composite_kernel,
+    runtime_check,
     should_decompose_because_unsafe,
 )
 
@@ -137,7 +138,7 @@ def _attention_mask_fits(query, key, value=None, attn_mask=None, *args, **kwargs
     checked = False
     for mask_size, size in ((attn_mask.shape[-2], query.shape[-2]), (attn_mask.shape[-1], key.shape[-2])):
         if isinstance(mask_size, torch.SymInt) and not mask_size.node.has_hint():
-            torch._check(mask_size == size)
+            runtime_check(mask_size == size)
             checked = True
     return checked
 

@@ -30,6 +30,10 @@ while_loop), when Dynamo is loaded     dynamic shapes on re-compiles, scalar out
 ``math.pow``
 ``Tensor.__getitem__`` with sizes,     the ``__getitem__`` and ``torch.tensor`` rewrites of
 ``torch.tensor`` of sizes              ``_NonStrictTorchFunctionHandler``
+draft traces only: real tensors        ``torch.export.draft_export``'s functorch config;
+propagated, and the fake/real          its fake/real check compares a data-dependent
+storage-offset check without guards    storage offset with ``!=``, which pins the size to
+                                       its example value (``nonzero(as_tuple=True)``)
 =====================================  ================================================
 
 The Python-level replacements (the last two rows) act only in the thread that traces;
@@ -53,11 +57,15 @@ from .._torch_internals import (
     FunctionalTensor,
     OpOverload,
     clear_dispatch_cache,
+    compare_tensor_meta,
     compiler_flags,
     enable_python_dispatcher,
     fake_impls,
+    fake_utils,
+    free_unbacked_symbols,
     loaded_dynamo_config,
     module_stack_tracer,
+    real_tensor_propagation,
     set_compiler_flags,
     use_lazy_graph_module,
 )
@@ -83,12 +91,16 @@ NodeHook = Callable[[torch.fx.Node], None]
 
 
 @contextlib.contextmanager
-def tracing_patches(on_node: NodeHook | None = None) -> Iterator[None]:
+def tracing_patches(on_node: NodeHook | None = None, *, draft: bool = False) -> Iterator[None]:
     """Within the block, torch and Python behave as a torch.export trace needs (see module doc).
 
     ``on_node`` sees each node as the tracer creates it, and may raise to stop the trace.
+    ``draft``: fake tensors carry real ones (``draft=True`` exports).
     """
     with EXPORT_LOCK, contextlib.ExitStack() as stack:
+        if draft:
+            stack.enter_context(real_tensor_propagation())
+            stack.enter_context(_offset_checks_without_guards())
         stack.enter_context(_compiler_flags())
         stack.enter_context(_portable_kernels())
         stack.enter_context(_grad_mode_restored())
@@ -117,6 +129,32 @@ _DYNAMO_CONFIG_FOR_BODIES = {
     "do_not_emit_runtime_asserts": False,
     "replay_side_effects": False,
 }
+
+
+@contextlib.contextmanager
+def _offset_checks_without_guards() -> Iterator[None]:
+    # With real tensors propagated, every fake output is checked against the real one,
+    # storage offset included.  An offset that is a data-dependent size (the second
+    # column of nonzero's result) compared with ``!=`` is a guard, which real-value
+    # propagation answers by pinning the size to its example value: the op's output
+    # loses its symbol and the trace stops.  For such outputs the rest of torch's check
+    # runs without the offset comparison (torch's ``storage_offset=False`` is ignored).
+    original = fake_utils._check_fake_real_tensors
+
+    def check(real_out, fake_out, context="", sizes=True, strides=False, storage_offset=True, requires_grad=True):
+        offset = fake_out.storage_offset()
+        if not (isinstance(offset, torch.SymInt) and free_unbacked_symbols(offset)):
+            return original(real_out, fake_out, context, sizes, strides, storage_offset, requires_grad)
+        if requires_grad and real_out.requires_grad != fake_out.requires_grad:
+            raise fake_utils.MetadataMismatchError(f"{context} mismatched requires_grad-ness of outputs")
+        compare_tensor_meta(real_out, fake_out, check_sizes=sizes, check_strides=strides, allow_rhs_unbacked=True)
+        return None
+
+    fake_utils._check_fake_real_tensors = check
+    try:
+        yield
+    finally:
+        fake_utils._check_fake_real_tensors = original
 
 
 @contextlib.contextmanager

@@ -16,7 +16,6 @@ The result is an ``ExportState`` whose graph still has make_fx's placeholder nam
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from typing import Any
 
@@ -37,7 +36,6 @@ from .._torch_internals import (
     functional_mode,
     functional_state,
     has_effects,
-    real_tensor_propagation,
     record_module_calls,
     reparametrize_module,
     traced_graph,
@@ -367,8 +365,7 @@ def trace(
     watch = _WriteWatch(functionalized=always_functionalize)
     try:
         with (
-            real_tensor_propagation() if draft else contextlib.nullcontext(),
-            tracing_patches(watch),
+            tracing_patches(watch, draft=draft),
             module_preserved(root),
         ):
             traced = None

@@ -186,3 +186,22 @@ def test_a_longformer_global_attention_switch_is_assumed_off_as_in_the_example()
     global_mask[:, 0] = 2  # global attention on the first token: the other branch
     with pytest.raises(RuntimeError, match="Runtime assertion failed"):
         program.module()(ids, attention_mask=global_mask)
+
+
+class Coordinates(torch.nn.Module):
+    """Row and column indices of the positive entries (``nonzero(as_tuple=True)`` of a
+    matrix: the second column starts at a data-dependent storage offset)."""
+
+    def forward(self, x):
+        rows, cols = (x > 0).nonzero(as_tuple=True)
+        return rows * 10 + cols, x[rows, cols]
+
+
+def test_index_columns_of_a_data_dependent_count_keep_their_symbol():
+    x = torch.arange(16.0).view(4, 4) - 7.5
+    program = exporter.export(Coordinates(), (x,), draft=True)
+    assert not program.draft_report.assumptions
+    for sample in (x, torch.randn(4, 4), -torch.ones(4, 4), torch.ones(4, 4)):
+        expected = Coordinates()(sample)
+        for got, want in zip(program.module()(sample), expected):
+            torch.testing.assert_close(got, want)

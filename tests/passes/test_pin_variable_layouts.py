@@ -70,3 +70,33 @@ def test_a_given_mask_keeps_one_layout_and_nothing_changes():
     state = traced_state(LearnedBiasAttention(learned_bias=False).eval(), _inputs(), until=pin_variable_layouts)
     assert pin_variable_layouts(state) is False
     assert torch.ops.aten.permute.default not in call_targets(state.gm)
+
+
+class DataDependentLengthBias(torch.nn.Module):
+    """A learned bias over a data-dependent number of positions (mimi's encoder: the
+    sequence length comes out of a tensor), so the attention's sizes have no example value."""
+
+    def __init__(self):
+        super().__init__()
+        self.q = torch.nn.Linear(8, 8)
+        self.bias = torch.nn.Parameter(torch.randn(1, 2, 1, 1))
+
+    def forward(self, x, length):
+        n = length.item()
+        torch._check(n <= x.shape[1])
+        torch._check(n > 1)
+        x = x[:, :n]
+        q = self.q(x).view(1, n, 2, 4).transpose(1, 2)
+        mask = self.bias.expand(1, 2, n, n)
+        out = F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+        return out.transpose(1, 2).contiguous().view(1, n, 8)
+
+
+@pytest.mark.parametrize("grad", [True, False], ids=["grad", "no_grad"])
+def test_attention_over_a_data_dependent_length_is_pinned_without_an_example_size(grad):
+    model = DataDependentLengthBias().eval()
+    x = torch.randn(1, 12, 8)
+    ep = exporter.export(model, (x, torch.tensor(6)))
+    for length in (6, 3, 12):
+        with torch.set_grad_enabled(grad):
+            torch.testing.assert_close(ep.module()(x, torch.tensor(length)), model(x, torch.tensor(length)))
