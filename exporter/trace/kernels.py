@@ -37,6 +37,7 @@ from .._torch_internals import (
     below_autograd,
     call_at_key,
     composite_registrations,
+    free_unbacked_symbols,
     has_composite_kernel,
     runtime_check,
     should_decompose_because_unsafe,
@@ -151,16 +152,34 @@ those comparisons as runtime checks when a size is data-dependent."""
 def _fake_rule(op: OpOverload, original):
     precheck = _UNBACKED_PRECHECKS.get(op)
 
+    def compute(*args, **kwargs):
+        try:
+            return original(*args, **kwargs)
+        except GuardOnDataDependentSymNode:
+            if precheck is None or not precheck(*args, **kwargs):
+                raise
+            return original(*args, **kwargs)
+
     def rule(fake_mode, func, *args, **kwargs):
+        shape_env = fake_mode.shape_env
+        pending = len(shape_env.pending_fresh_unbacked_symbols) if shape_env is not None else 0
         with fake_mode:
-            try:
-                return original(*args, **kwargs)
-            except GuardOnDataDependentSymNode:
-                if precheck is None or not precheck(*args, **kwargs):
-                    raise
-                return original(*args, **kwargs)
+            out = compute(*args, **kwargs)
+        if shape_env is not None and len(shape_env.pending_fresh_unbacked_symbols) > pending:
+            _forget_internal_symbols(shape_env, pending, out)
+        return out
 
     return rule
+
+
+def _forget_internal_symbols(shape_env, pending: int, out) -> None:
+    # Ops inside the composite may create data-dependent sizes its output does not have:
+    # in a draft trace, an inner op whose fake kernel disagreed with the real one gets
+    # fresh sizes inferred from the real output.  Only the composite is recorded, so
+    # those sizes are bound by no node; the tracer would stop on them as unaccounted for.
+    found = free_unbacked_symbols(out)
+    symbols = shape_env.pending_fresh_unbacked_symbols
+    shape_env.pending_fresh_unbacked_symbols = symbols[:pending] + [s for s in symbols[pending:] if s in found]
 
 
 # op -> (the py_kernels dict the table was built from, a copy of it, the table, the fake

@@ -205,3 +205,27 @@ def test_index_columns_of_a_data_dependent_count_keep_their_symbol():
         expected = Coordinates()(sample)
         for got, want in zip(program.module()(sample), expected):
             torch.testing.assert_close(got, want)
+
+
+def test_longformer_classification_with_global_attention_on_the_first_token():
+    # The classification head turns global attention on for the first token, so the
+    # global branch runs: its einsum over the data-dependent number of global tokens is
+    # kept whole, and inner sizes the draft trace inferred from real outputs stay inside it.
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LongformerConfig(
+        vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37,
+        attention_window=[4], max_position_embeddings=64, num_labels=3,
+    )
+    torch.manual_seed(0)
+    model = transformers.LongformerForSequenceClassification(config).eval()
+    ids, mask = torch.randint(0, 100, (2, 8)), torch.ones(2, 8, dtype=torch.long)
+    with pytest.raises(TraceError):
+        exporter.export(model, (ids,), {"attention_mask": mask})
+    program = exporter.export(model, (ids,), {"attention_mask": mask}, draft=True)
+    assert program.draft_report.assumptions
+    other = torch.randint(0, 100, (2, 8))
+    with torch.no_grad():
+        for sample in (ids, other):
+            torch.testing.assert_close(
+                program.module()(sample, attention_mask=mask).logits, model(sample, attention_mask=mask).logits
+            )
