@@ -21,6 +21,7 @@ from .constraints import check_constraints, range_constraints
 from .inputs import BoundInputs, bind_inputs, plan_dynamic_shapes, relaxed_dynamic_shapes
 from .switches import check_against_unswitched, experts_implementation_applied, suggest_switch
 from .trace import trace
+from .trace.call_signatures import recording_calls
 from .trace.draft import mark_checked
 from .trace.explain import eager_failure, user_location
 
@@ -83,6 +84,8 @@ def export(
     kwargs: dict[str, Any] | None = None,
     *,
     dynamic_shapes: Any = None,
+    strict: bool = False,
+    preserve_module_call_signature: tuple[str, ...] = (),
     draft: bool = False,
     experts_implementation: str | None = None,
 ) -> torch.export.ExportedProgram:
@@ -94,6 +97,12 @@ def export(
     whole), with a graph signature whose inputs are parameters (``p_``), buffers (``b_``),
     constants (``c_``) and user inputs, and whose outputs are buffer/input mutations
     followed by the user outputs.  ``model`` is left exactly as it was, also on failure.
+
+    The parameters ``torch.export.export`` shares mean what they mean there:
+    ``dynamic_shapes``; ``strict`` (exporter is non-strict: ``strict=True`` is refused);
+    ``preserve_module_call_signature``, paths of submodules whose calling convention the
+    program keeps in its module call graph, so ``torch.export.unflatten`` rebuilds them
+    callable and swappable as they were.
 
     ``draft=True``: where the export would stop on a data-dependent branch or loop, an
     operator without a fake kernel, or a ``dynamic_shapes`` spec the model does not fit,
@@ -115,7 +124,14 @@ def export(
         PassError, VerificationError: a bug in exporter (please report).
     """
     return export_timed(
-        model, args, kwargs, dynamic_shapes=dynamic_shapes, draft=draft, experts_implementation=experts_implementation
+        model,
+        args,
+        kwargs,
+        dynamic_shapes=dynamic_shapes,
+        strict=strict,
+        preserve_module_call_signature=preserve_module_call_signature,
+        draft=draft,
+        experts_implementation=experts_implementation,
     )[0]
 
 
@@ -125,16 +141,25 @@ def export_timed(
     kwargs: dict[str, Any] | None = None,
     *,
     dynamic_shapes: Any = None,
+    strict: bool = False,
+    preserve_module_call_signature: tuple[str, ...] = (),
     draft: bool = False,
     experts_implementation: str | None = None,
 ) -> tuple[torch.export.ExportedProgram, dict[str, float]]:
     """``export``, also returning seconds per stage: inputs, trace, constraints, passes, program."""
+    if strict:
+        raise InputSpecError(
+            "strict=True asks for torch.export's strict mode (tracing Python bytecode with Dynamo); "
+            "exporter is non-strict by design",
+            hint="drop strict=True (exporter.export is what torch.export.export(strict=False) does), "
+            "or call torch.export.export(..., strict=True) for a strict trace",
+        )
     timer = StageTimer()
     bound = bind_inputs(model, args, kwargs)
     plan = plan_dynamic_shapes(model, bound, dynamic_shapes) if dynamic_shapes is not None else None
     timer.lap("inputs")
     with experts_implementation_applied(model, experts_implementation):
-        state = _trace(model, bound, plan, draft)
+        state = _trace(model, bound, plan, draft, preserve_module_call_signature)
         timer.lap("trace")
         try:
             check_constraints(state)
@@ -144,7 +169,7 @@ def export_timed(
             # as torch.export.draft_export does: every declared dim becomes Dim.AUTO in its range
             log.info("draft export: the model does not fit dynamic_shapes; tracing again with Dim.AUTO")
             relaxed = plan_dynamic_shapes(model, bound, relaxed_dynamic_shapes(model, bound, dynamic_shapes))
-            state = _trace(model, bound, relaxed, draft)
+            state = _trace(model, bound, relaxed, draft, preserve_module_call_signature)
             check_constraints(state)
             state.assumptions += _shape_assumptions(e)
     timer.lap("constraints")
@@ -174,9 +199,12 @@ def export_timed(
     return program, timer.timings
 
 
-def _trace(model: torch.nn.Module, bound: BoundInputs, plan: Any, draft: bool) -> ExportState:
+def _trace(model: torch.nn.Module, bound: BoundInputs, plan: Any, draft: bool, preserved: tuple[str, ...]) -> ExportState:
     try:
-        return trace(model, bound, plan, draft=draft)
+        with recording_calls(model, preserved) as calls:
+            state = trace(model, bound, plan, draft=draft)
+        state.preserved_calls = [call for graph, call in calls if graph is state.gm.graph]
+        return state
     except TraceError as e:
         if e.category is Category.MODEL_ERROR:
             _blame_inputs_if_eager_fails(model, bound, e)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind
+from torch.export.graph_signature import ConstantArgument, InputKind, TensorArgument
 
 from ._state import ExportState
 from ._torch_internals import ModuleCallEntry, ModuleCallSignature
@@ -27,11 +27,21 @@ def _state_dict(state: ExportState) -> dict[str, torch.Tensor]:
     }
 
 
+def _argument(value: object) -> TensorArgument | ConstantArgument:
+    if isinstance(value, torch.fx.Node):
+        return TensorArgument(name=value.name)
+    return ConstantArgument(name="", value=value)
+
+
 def _module_call_graph(state: ExportState) -> list[ModuleCallEntry]:
+    """Every module path of the root, then each further call of a preserved module
+    (``block@1``), as torch.export lists them; preserved calls carry their signature."""
+    preserved = {call.fqn: call for call in state.preserved_calls}
     entries = [
         ModuleCallEntry(fqn=fqn, signature=None)
         for fqn, _ in state.root.named_modules(remove_duplicate=False)
     ]
+    entries += [ModuleCallEntry(fqn=fqn, signature=None) for fqn in preserved if "@" in fqn]
     entries[0].signature = ModuleCallSignature(
         inputs=[],
         outputs=[],
@@ -39,6 +49,16 @@ def _module_call_graph(state: ExportState) -> list[ModuleCallEntry]:
         out_spec=state.out_spec,
         forward_arg_names=state.forward_arg_names,
     )
+    for entry in entries[1:]:
+        call = preserved.get(entry.fqn)
+        if call is not None:
+            entry.signature = ModuleCallSignature(
+                inputs=[_argument(v) for v in call.inputs],
+                outputs=[_argument(v) for v in call.outputs],
+                in_spec=call.in_spec,
+                out_spec=call.out_spec,
+                forward_arg_names=None,
+            )
     return entries
 
 

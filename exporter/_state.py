@@ -21,7 +21,7 @@ from ._torch_internals import (
     ValueRanges,
 )
 
-__all__ = ["ExportState", "TrackedInput"]
+__all__ = ["ExportState", "PreservedCall", "TrackedInput"]
 
 
 @attrs.frozen
@@ -38,6 +38,20 @@ class TrackedInput:
     context: StatelessSymbolicContext | SymIntSymbolicContext | None
     """Which dimensions were made dynamic and their declared constraints (None: an int
     that may become a constant)."""
+
+
+@attrs.define(eq=False)
+class PreservedCall:
+    """One call of a submodule named in ``preserve_module_call_signature``: the values that
+    went in and came out, as graph nodes (tensors) or constants, in pytree-flattened order."""
+
+    fqn: str
+    """The module's path, ``@n`` appended for its n-th call after the first (``block@1``)."""
+    in_spec: TreeSpec
+    """The pytree structure of ``(args, kwargs)`` as the module was called."""
+    out_spec: TreeSpec
+    inputs: list[Any]
+    outputs: list[Any]
 
 
 @attrs.define(eq=False)
@@ -90,6 +104,8 @@ class ExportState:
     """The equalities the ``dynamic_shapes`` spec declares (shared and derived Dims)."""
     assumptions: list[Assumption] = attrs.field(factory=list)
     """What a draft export took from the example inputs (always empty otherwise)."""
+    preserved_calls: list[PreservedCall] = attrs.field(factory=list)
+    """The calls of the submodules whose call signature the program keeps, in call order."""
 
     @property
     def signature(self) -> ExportGraphSignature:
@@ -101,4 +117,7 @@ class ExportState:
         for spec in (*self.input_specs, *self.output_specs):
             if getattr(spec.arg, "name", None) == old.name:
                 spec.arg.name = new.name
+        for call in self.preserved_calls:
+            call.inputs = [new if value is old else value for value in call.inputs]
+            call.outputs = [new if value is old else value for value in call.outputs]
         old.graph.erase_node(old)

@@ -25,17 +25,24 @@ def _is_impure(node: torch.fx.Node) -> bool:
     return node.target not in _PROFILING_OPS and node.is_impure()
 
 
+def _signature_values(state: ExportState) -> set[torch.fx.Node]:
+    """Nodes a preserved module call signature names: the program refers to them by name."""
+    return {v for call in state.preserved_calls for v in (*call.inputs, *call.outputs) if isinstance(v, torch.fx.Node)}
+
+
 def eliminate_dead_code(state: ExportState) -> bool:
     """No call_function or get_attr node is left that nothing uses, unless it has a side effect.
 
     Tracing leaves such nodes behind: the ``detach`` autograd bookkeeping adds, scratch
     ``empty`` tensors kernels allocate, views read only to sync a mutation.  Eager profiling
-    calls (``record_function`` regions) count as having none.  Attributes of the graph
-    module that no get_attr node reads any more are deleted with them.
+    calls (``record_function`` regions) count as having none.  Values a preserved module
+    call signature names are kept.  Attributes of the graph module that no get_attr node
+    reads any more are deleted with them.
     """
     changed = False
+    kept = _signature_values(state)
     for module in graph_modules(state.gm):
-        if module.graph.eliminate_dead_code(is_impure_node=_is_impure):
+        if module.graph.eliminate_dead_code(is_impure_node=lambda n: n in kept or _is_impure(n)):
             changed = True
             if module is not state.gm:
                 module.recompile()
