@@ -30,7 +30,14 @@ __all__ = ["recording_calls"]
 _CONSTANT_LEAVES = (int, float, bool, str, type(None))
 
 
-def _submodules(root: torch.nn.Module, paths: Sequence[str]) -> list[tuple[str, torch.nn.Module]]:
+def _submodules(root: torch.nn.Module, paths: Sequence[str] | None) -> list[tuple[str, torch.nn.Module]]:
+    if paths is None:
+        return []
+    if not isinstance(paths, str) and not isinstance(paths, (list, tuple, set, frozenset)):
+        raise InputSpecError(
+            f"preserve_module_call_signature must be a sequence of submodule paths, got {type(paths).__name__}",
+            hint="write preserve_module_call_signature=('encoder.layers.0', ...)",
+        )
     if isinstance(paths, str):
         raise InputSpecError(
             f"preserve_module_call_signature must be a sequence of submodule paths, got the string {paths!r}",

@@ -175,6 +175,7 @@ def test_the_model_is_left_without_the_recording_hooks():
         (("blok",), "'blok', which is not a submodule of Repeated"),
         ("block", "sequence of submodule paths"),
         (("",), "'', which is not a submodule"),
+        (3, "sequence of submodule paths, got int"),
     ],
 )
 def test_a_wrong_path_is_named(preserved, message):
@@ -201,6 +202,11 @@ def test_a_module_called_with_two_structures_cannot_be_preserved():
     with pytest.raises(TraceError, match="called with different argument or output structures") as info:
         exporter.export(CalledTwoWays(), (_inputs()[0],), preserve_module_call_signature=("block",))
     assert "same way every time" in info.value.hint
+
+
+def test_none_preserves_nothing_as_the_empty_tuple_does():
+    program = exporter.export(Repeated().eval(), _inputs(), preserve_module_call_signature=None)
+    assert [e.fqn for e in program.module_call_graph if e.signature is not None] == [""]
 
 
 def test_strict_true_is_refused_with_what_to_do():
