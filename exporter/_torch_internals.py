@@ -314,3 +314,18 @@ def on_real_value_decision(shape_env: ShapeEnv, callback: Any) -> None:
     """Call ``callback(expr, value)`` (instead of torch's logging) each time ``shape_env``
     decides a data-dependent guard by a real value; this instance only."""
     shape_env._log_real_tensor_propagation = callback
+
+
+# -- the dimension-constraint solver --------------------------------------------------------
+
+
+def solver_may_specialize(solver: Any) -> bool:
+    """Whether ``solver.solve()`` (a ShapeEnv's ``DimConstraints``) can find a forced
+    specialization or raise.
+
+    ``solve`` fills ``forced_specializations()`` only while solving univariate equalities,
+    and raises only on inconsistencies or a congruence it cannot solve; the rest of its
+    work (reducing range inequalities with sympy, symbolic equivalences) writes suggested
+    fixes exporter never reads.  Without any of those three, ``solve`` is skipped.
+    """
+    return bool(solver._symbols_with_equalities or solver._inconsistencies or any(solver._congruences.values()))

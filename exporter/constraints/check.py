@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .._errors import ConstraintError
 from .._state import ExportState
-from .._torch_internals import ConstraintViolationError
+from .._torch_internals import ConstraintViolationError, solver_may_specialize
 from .fixes import constraint_report, in_input_names
 from .proofs import holds_on_ranges
 from .violations import find_violations
@@ -36,7 +36,7 @@ def _solver_refusal(state: ExportState) -> ConstraintViolationError | None:
         if refusal is not None:
             return refusal
     solver = shape_env.dim_constraints
-    if solver is None:
+    if solver is None or not solver_may_specialize(solver):
         return None
     solver.solve()
     forced = solver.forced_specializations()

@@ -77,3 +77,15 @@ def test_an_int_declared_dynamic_that_the_model_fixes_is_a_violation():
         exporter.export(FixesTheInt(), (torch.randn(3), 5), dynamic_shapes={"x": None, "n": Dim.DYNAMIC})
     # Dim.AUTO lets it become a constant
     exporter.export(FixesTheInt(), (torch.randn(3), 5), dynamic_shapes={"x": None, "n": Dim.AUTO})
+
+
+def test_the_solver_is_skipped_when_it_cannot_force_a_specialization(monkeypatch):
+    # DimConstraints.solve only reduces range inequalities here (suggested fixes that are
+    # never read); with no equality, inconsistency or congruence it cannot refuse the spec
+    from torch.fx.experimental.symbolic_shapes import DimConstraints
+
+    calls = []
+    original = DimConstraints.solve
+    monkeypatch.setattr(DimConstraints, "solve", lambda self: calls.append(self) or original(self))
+    ep = exporter.export(MinSize(), (torch.randn(10),), dynamic_shapes={"x": {0: Dim("n", min=8, max=64)}})
+    assert calls == [] and len(ep.range_constraints) == 1
