@@ -10,6 +10,8 @@ module or reads an underscored torch attribute; a torch upgrade starts here.
 
 from __future__ import annotations
 
+import functools
+import glob
 import os
 import sys
 from typing import Any
@@ -18,9 +20,6 @@ import torch
 from torch._C import DispatchKey, _AutoDispatchBelowAutograd
 from torch._decomp import _should_decompose_because_unsafe_op
 from torch._dispatch.python import enable_python_dispatcher
-# Source data classes: ShapeEnv keys input sizes by them and type-checks them when it
-# produces guards; only these data classes are used, never the Dynamo tracer.
-from torch._dynamo.source import ConstantSource, TensorProperty, TensorPropertySource
 from torch._guards import GuardSource, Source, TracingContext, tracing
 from torch._higher_order_ops.effects import has_effects
 from torch._library.utils import has_fake_kernel, is_builtin as is_builtin_op
@@ -52,7 +51,6 @@ from torch.fx.experimental.symbolic_shapes import (
     StrictMinMaxConstraint,
     SymIntSymbolicContext,
     free_unbacked_symbols,
-    uninteresting_files,
 )
 from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 from torch.nn.utils.stateless import _reparametrize_module as reparametrize_module
@@ -62,7 +60,6 @@ from torch.utils._sympy.value_ranges import ValueRanges
 
 __all__ = [
     "COMPOSITE_KEY",
-    "ConstantSource",
     "ConstraintViolationError",
     "DataDependentOutputException",
     "DerivedDim",
@@ -90,8 +87,6 @@ __all__ = [
     "StatelessSymbolicContext",
     "StrictMinMaxConstraint",
     "SymIntSymbolicContext",
-    "TensorProperty",
-    "TensorPropertySource",
     "TracingContext",
     "UnsupportedOperatorException",
     "ValueRanges",
@@ -110,6 +105,7 @@ __all__ = [
     "is_builtin_op",
     "on_real_value_decision",
     "compare_tensor_meta",
+    "constant_source",
     "fake_utils",
     "real_tensor_propagation",
     "runtime_check",
@@ -128,6 +124,7 @@ __all__ = [
     "register_flatten_spec",
     "reparametrize_module",
     "set_compiler_flags",
+    "size_source",
     "should_decompose_because_unsafe",
     "stack_trace_anchors",
     "sym_sqrt",
@@ -147,6 +144,69 @@ COMPOSITE_KEY = DispatchKey.CompositeImplicitAutograd
 should_decompose_because_unsafe = _should_decompose_because_unsafe_op
 sym_sqrt = torch._sym_sqrt
 below_autograd = _AutoDispatchBelowAutograd
+
+
+# -- symbol sources --------------------------------------------------------------------------
+# Dynamo's Source data classes, imported when first asked for: importing torch._dynamo.source
+# imports all of Dynamo (half a second), and a static export never needs them.  A dynamic
+# export does, and so does the ShapeEnv itself (it imports the module when it gives a tensor
+# symbolic sizes and when it produces guards), so asking here adds no import it would not make.
+
+
+def size_source(base: Source, dim: int) -> Source:
+    """The source ShapeEnv names ``base.size()[dim]`` by; equal to the one it makes itself, so
+    the equalities handed to it match its own sizes."""
+    from torch._dynamo.source import TensorProperty, TensorPropertySource
+
+    return TensorPropertySource(base, TensorProperty.SIZE, dim)
+
+
+def constant_source(name: str) -> Source:
+    """A source for a symbol that belongs to no input (guards never name it as an input)."""
+    from torch._dynamo.source import ConstantSource
+
+    return ConstantSource(name)
+
+
+# -- the files a guard is never blamed on -------------------------------------------------
+
+# torch's ``symbolic_shapes.uninteresting_files()``, module by module (torch 2.13), as paths
+# under the torch package.  torch's function imports each module to ask for its file, and
+# among them are Dynamo, inductor and torch.export's tracer: a large share of cold start for
+# a list of names.  A frame can only come from a module that is loaded, so a path is enough.
+_UNINTERESTING_MODULES = (
+    "fx/experimental/symbolic_shapes.py",
+    "export/_trace.py",
+    "fx/experimental/recording.py",
+    "fx/experimental/sym_node.py",
+    "fx/interpreter.py",
+    "fx/_symbolic_trace.py",
+    "__init__.py",
+    "_compile.py",
+    "_dynamo/eval_frame.py",
+    "_inductor/sizevars.py",
+    "_library/custom_ops.py",
+    "_library/fake_impl.py",
+    "_subclasses/meta_utils.py",
+    "_subclasses/fake_tensor.py",
+    "_logging/_internal.py",
+    "_logging/structured.py",
+    # Dynamo's own (torch._dynamo.guards.uninteresting_files)
+    "_dynamo/external_utils.py",
+)
+# Whole directories: every higher-order op, and Dynamo's polyfills (torch lists most of them).
+_UNINTERESTING_DIRS = ("_higher_order_ops", "_dynamo/polyfills")
+
+
+@functools.lru_cache(None)
+def uninteresting_files() -> set[str]:
+    """The files torch never attributes a guard to (``symbolic_shapes.uninteresting_files``),
+    found without importing them."""
+    root = os.path.dirname(torch.__file__)
+    files = {os.path.join(root, *name.split("/")) for name in _UNINTERESTING_MODULES}
+    for directory in _UNINTERESTING_DIRS:
+        files.update(glob.glob(os.path.join(root, *directory.split("/"), "*.py")))
+    return files | {"<string>"}
 
 
 # -- the dispatcher ------------------------------------------------------------------------

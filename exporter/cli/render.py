@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.panel import Panel
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -165,6 +164,8 @@ def render_export(report, console: Console, *, show_graph: bool = False, verbose
     if report.verification is not None:
         console.print(_verification_table(report))
     if show_graph and report.program is not None:
+        from rich.syntax import Syntax  # brings pygments; for --graph only
+
         code = report.program.graph_module.print_readable(print_output=False, include_stride=False, include_device=False)
         console.print(Syntax(code.strip(), "python", theme="ansi_dark", word_wrap=True))
     if report.draft is not None:

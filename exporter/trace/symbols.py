@@ -20,7 +20,6 @@ import torch.utils._pytree as pytree
 from .._dims import DimKind, DimRequest, DynamicPlan
 from .._state import TrackedInput
 from .._torch_internals import (
-    ConstantSource,
     DimDynamic,
     EqualityConstraint,
     FakeTensorMode,
@@ -31,9 +30,10 @@ from .._torch_internals import (
     StatelessSymbolicContext,
     StrictMinMaxConstraint,
     SymIntSymbolicContext,
-    TensorProperty,
-    TensorPropertySource,
     ValueRanges,
+    constant_source,
+    size_source,
+    uninteresting_files,
 )
 from ..inputs.bind import BoundInputs
 from .explain import is_library_frame
@@ -76,10 +76,16 @@ class _ShapeEnv(ShapeEnv):
         frame = inspect.currentframe()
         while frame is not None and is_library_frame(frame.f_code.co_filename):
             frame = frame.f_back
+        if frame is not None:
+            return frame
         # A model that lives in a library (transformers) or in no file (a REPL, exec) has
         # no frame of its own; the stock choice then still names a line, and torch's
-        # assert-statement check relies on getting some frame.
-        return frame if frame is not None else super()._get_user_frame()
+        # assert-statement check relies on getting some frame.  The stock choice, made
+        # with a list of files that does not import Dynamo and torch.export to be made:
+        frame = inspect.currentframe()
+        while frame is not None and frame.f_code.co_filename in uninteresting_files():
+            frame = frame.f_back
+        return frame
 
 
 def new_fake_mode(root: torch.nn.Module) -> FakeTensorMode:
@@ -141,7 +147,7 @@ def _declared_equalities(
                 phantoms[request.root] = shape_env.create_symbol(
                     val=request.root_value(example_sizes[(leaf, i)]),
                     # A constant source: the root is no input, so no input guard may name it.
-                    source=ConstantSource(request.root),
+                    source=constant_source(request.root),
                     dynamic_dim=DimDynamic.DYNAMIC,
                     constraint_dim=StrictMinMaxConstraint(vr=ValueRanges(lower=dim.min, upper=dim.max), warn_only=False),
                 )
@@ -216,7 +222,7 @@ def fake_inputs(fake_mode: FakeTensorMode, state_values: list[Any], bound: Bound
         tracked.append(TrackedInput(i, fake, source, context))
         requests = plan.requests.get(i, {})
         for d, size in enumerate(value.shape):
-            size_sources[(i, d)] = TensorPropertySource(source, TensorProperty.SIZE, d)
+            size_sources[(i, d)] = size_source(source, d)
             example_sizes[(i, d)] = int(size)
             if d in requests and requests[d].kind.is_dim:
                 # torch's guard messages (and its solver's suggestions) call a size by its Dim's name

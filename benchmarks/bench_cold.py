@@ -1,0 +1,128 @@
+"""Cold-start benchmark: whole processes, from interpreter start to exit.
+
+Run from the repository root:
+
+    python benchmarks/bench_cold.py              # 7 runs of each command
+    python benchmarks/bench_cold.py --quick      # 3 runs
+    python benchmarks/bench_cold.py --repeats 11 --json cold.json
+
+Each command runs once untimed (a warm-up: the OS file cache, and Python's bytecode cache
+written if missing), then ``repeats`` times, the commands taking turns so machine noise
+falls on all of them evenly; the table shows each command's median wall time and its
+ratio to the median of ``python -c "import torch"``.  The processes run in a scratch
+directory (the CLI writes its ``.pt2`` there) with ``PYTHONDONTWRITEBYTECODE`` removed
+from their environment: a user's Python caches bytecode, and cold start without the
+cache measures the compiler instead.
+
+``cold_start_rows(repeats)`` returns the rows as data for other benchmarks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+MLP = f"{EXAMPLES / 'mlp.py'}:MLP"
+CHECK_MODELS = (MLP, f"{EXAMPLES / 'cnn.py'}:SmallCNN", f"{EXAMPLES / 'tiny_transformer.py'}:TinyTransformer")
+
+# The oracle: the same model and inputs through torch.export, saved as the CLI saves.
+_ORACLE = f"""
+import sys, torch
+sys.path.insert(0, {str(EXAMPLES)!r})
+from mlp import MLP, example_inputs
+program = torch.export.export(MLP(), example_inputs(), strict=False).run_decompositions({{}})
+torch.export.save(program, "MLP_oracle.pt2")
+"""
+
+# (label, arguments after the Python executable); the first is the baseline of the ratios.
+COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("import torch", ("-c", "import torch")),
+    ("import exporter", ("-c", "import exporter")),
+    ("exporter mlp.py:MLP -q", ("-m", "exporter", MLP, "-q")),
+    ("torch.export.export(MLP) + save", ("-c", _ORACLE)),
+    ("exporter check, 1 model", ("-m", "exporter", "check", "-q", MLP)),
+    ("exporter check, 3 models", ("-m", "exporter", "check", "-q", *CHECK_MODELS)),
+)
+
+
+def _environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def _run(args: tuple[str, ...], cwd: str, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)!r} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+    return elapsed
+
+
+def cold_start_rows(repeats: int) -> list[dict[str, Any]]:
+    """One row per command: ``command``, ``median_s``, ``min_s``, ``runs`` (every time, in
+    seconds) and ``ratio`` (median over the median of ``import torch``)."""
+    env = _environment()
+    times: dict[str, list[float]] = {label: [] for label, _ in COMMANDS}
+    with tempfile.TemporaryDirectory(prefix="bench_cold_") as cwd:
+        for _, args in COMMANDS:
+            _run(args, cwd, env)
+        for _ in range(repeats):
+            for label, args in COMMANDS:
+                times[label].append(_run(args, cwd, env))
+    baseline = statistics.median(times[COMMANDS[0][0]])
+    return [
+        {
+            "command": label,
+            "median_s": statistics.median(runs),
+            "min_s": min(runs),
+            "runs": runs,
+            "ratio": statistics.median(runs) / baseline,
+        }
+        for label, runs in times.items()
+    ]
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    width = max(len(r["command"]) for r in rows)
+    lines = [f"{'command':<{width}}  median s  min s  x import torch"]
+    lines += [f"{r['command']:<{width}}  {r['median_s']:8.2f}  {r['min_s']:5.2f}  {r['ratio']:14.2f}" for r in rows]
+    by_label = {r["command"]: r for r in rows}
+    one, three = by_label["exporter check, 1 model"], by_label["exporter check, 3 models"]
+    lines.append(f"check, 3 models / 1 model: {three['median_s'] / one['median_s']:.2f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=7, help="timed runs of each command (default 7)")
+    parser.add_argument("--quick", action="store_true", help="3 timed runs of each command")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    args = parser.parse_args(argv)
+    repeats = 3 if args.quick else args.repeats
+    import torch
+
+    rows = cold_start_rows(repeats)
+    print(_table(rows))
+    print(
+        f"torch {torch.__version__}, Python {platform.python_version()}, {os.cpu_count()} CPUs, "
+        f"median of {repeats} after a warm-up, PYTHONDONTWRITEBYTECODE unset"
+    )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
