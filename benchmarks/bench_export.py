@@ -1,20 +1,36 @@
-"""Export-time benchmark: exporter vs. the torch.export oracle on small transformers models.
+"""Export-time benchmark: exporter vs. the torch.export oracle, and vs. the fake-forward floor.
 
 Run from the repository root:
 
-    python benchmarks/bench_export.py
-    python benchmarks/bench_export.py --models gpt2,llama --layers 2 --repeats 10 --json out.json
-    python benchmarks/bench_export.py --dynamic   # batch and sequence length dynamic
+    python benchmarks/bench_export.py                 # static, dynamic, meta, cold start
+    python benchmarks/bench_export.py --quick         # a subset, under two minutes
+    python benchmarks/bench_export.py --modes static --models gpt2,llama --layers 2 --repeats 10
+    python benchmarks/bench_export.py --modes dynamic # batch and sequence length dynamic
+    python benchmarks/bench_export.py --memory        # RSS over 200 exports in one process
 
-Each model (BERT, GPT-2, LLaMA at 2 and 8 layers, tiny configs, random weights, no
-downloads) is exported by ``exporter.export`` and by the oracle
-``torch.export.export(..., strict=False).run_decompositions({})`` in the same process.
-After one untimed warm-up run of each, the two are timed alternately so machine noise
-falls on both evenly. The exporter's program is first checked against the eager model;
-a row whose export raises or whose outputs differ is reported as FAILED.
+One table per mode:
 
-The ratio is exporter median time / oracle median time: lower is better, below 1.0
-means exporter exports faster than torch.export.
+* ``static``: BERT, GPT-2, LLaMA, T5 (encoder and decoder at ``layers`` each) and ViT at 2
+  and 8 layers, LLaMA also at 32; tiny configs (hidden 64), random weights, no downloads.
+* ``dynamic``: BERT, GPT-2, LLaMA with batch and sequence length dynamic; the program is
+  also checked against eager at a second batch and length; ``x static`` is exporter's time
+  over its own static export of the same model.
+* ``meta``: a LLaMA with LLaMA-7B dims (6.7B parameters) built under
+  ``torch.device("meta")``, meta inputs; the program's output shapes are checked.
+* ``cold``: whole processes, from ``benchmarks/bench_cold.py`` (``cold_start_rows``).
+
+Each model is exported by ``exporter.export`` and by the oracle
+``torch.export.export(..., strict=False).run_decompositions({})`` in the same process;
+after one untimed warm-up of each, the two are timed alternately (median of ``repeats``)
+so machine noise falls on both evenly.  The exporter's program is first checked against
+the eager model; a row whose export raises or whose outputs differ is reported as FAILED.
+
+* ``ratio`` = exporter / oracle (lower is better).
+* ``x floor`` = exporter / the floor: one forward pass of the same model under a
+  ``FakeTensorMode`` with its parameters, buffers and inputs already fake (converted
+  outside the timed region), no tracing: what running the model on fake tensors costs.
+* ``peak MB``: the Python heap's peak during one export (``tracemalloc``, in a separate
+  untimed run: exporter / oracle).  Tensors on the meta device take no memory.
 """
 
 from __future__ import annotations
@@ -27,8 +43,10 @@ import os
 import statistics
 import sys
 import time
+import tracemalloc
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import transformers
@@ -37,7 +55,11 @@ from torch.utils._pytree import tree_leaves
 import exporter
 
 VOCAB, HIDDEN, HEADS, SEQ, BATCH = 1000, 64, 4, 32, 2
-MODELS = ("bert", "gpt2", "llama")
+IMAGE, PATCH = 32, 4
+MODELS = ("bert", "gpt2", "llama", "t5", "vit")
+DYNAMIC_MODELS = ("bert", "gpt2", "llama")
+MODES = ("static", "dynamic", "meta", "cold")
+MEMORY_MODEL, MEMORY_EXPORTS = ("gpt2", 2), 200
 
 # torch's own pytree code trips this deprecation on every export; it says nothing about
 # the models and would bury the report.
@@ -68,25 +90,57 @@ def build_model(name: str, layers: int) -> torch.nn.Module:
             max_position_embeddings=128, use_cache=False,
         )
         model = transformers.LlamaForCausalLM(config)
+    elif name == "t5":
+        config = transformers.T5Config(
+            vocab_size=VOCAB, d_model=HIDDEN, d_kv=HIDDEN // HEADS, d_ff=4 * HIDDEN, num_layers=layers,
+            num_decoder_layers=layers, num_heads=HEADS, use_cache=False, decoder_start_token_id=0,
+        )
+        model = transformers.T5Model(config)
+    elif name == "vit":
+        config = transformers.ViTConfig(
+            hidden_size=HIDDEN, num_hidden_layers=layers, num_attention_heads=HEADS,
+            intermediate_size=4 * HIDDEN, image_size=IMAGE, patch_size=PATCH,
+        )
+        model = transformers.ViTModel(config, add_pooling_layer=False)
     else:
         raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
     return model.eval()
 
 
-def make_inputs() -> dict[str, torch.Tensor]:
-    """Example inputs: random token ids and an attention mask with some right padding."""
+def make_inputs(name: str = "bert") -> dict[str, torch.Tensor]:
+    """Example inputs: token ids and an attention mask with some right padding (pixels for ViT)."""
     gen = torch.Generator().manual_seed(0)
+    if name == "vit":
+        return {"pixel_values": torch.randn(BATCH, 3, IMAGE, IMAGE, generator=gen)}
     input_ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=gen)
     attention_mask = torch.ones(BATCH, SEQ, dtype=torch.long)
     # Padding makes the mask non-trivial, so the masking code paths are really traced.
     attention_mask[1, -SEQ // 4 :] = 0
-    return {"input_ids": input_ids, "attention_mask": attention_mask}
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if name == "t5":
+        inputs["decoder_input_ids"] = torch.randint(0, VOCAB, (BATCH, SEQ // 2), generator=gen)
+    return inputs
 
 
-def dynamic_shapes() -> dict[str, dict[int, Any]]:
-    """Batch and sequence length dynamic in both inputs (positions limit seq to 128)."""
+def build_meta_llama() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+    """A LLaMA with LLaMA-7B dims (32 layers, hidden 4096, 6.7B parameters) on the meta device."""
+    config = transformers.LlamaConfig(
+        vocab_size=32000, hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+        num_key_value_heads=32, intermediate_size=11008, max_position_embeddings=2048, use_cache=False,
+    )
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(config).eval()
+    inputs = {
+        "input_ids": torch.empty(1, 128, dtype=torch.long, device="meta"),
+        "attention_mask": torch.empty(1, 128, dtype=torch.long, device="meta"),
+    }
+    return model, inputs
+
+
+def dynamic_shapes(inputs: dict[str, torch.Tensor] | None = None) -> dict[str, dict[int, Any]]:
+    """Batch and sequence length dynamic in every input (positions limit seq to 128)."""
     batch, seq = torch.export.Dim("batch", max=64), torch.export.Dim("seq", max=128)
-    return {"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}}
+    return {name: {0: batch, 1: seq} for name in (inputs or ("input_ids", "attention_mask"))}
 
 
 def run_oracle(model: torch.nn.Module, kwargs: dict[str, Any], dynamic: Any = None) -> torch.export.ExportedProgram:
@@ -99,18 +153,40 @@ def run_exporter(model: torch.nn.Module, kwargs: dict[str, Any], dynamic: Any = 
     return exporter.export(model, (), kwargs, dynamic_shapes=dynamic)
 
 
+def fake_forward(model: torch.nn.Module, kwargs: dict[str, Any]) -> Callable[[], Any]:
+    """The floor: a call running ``model`` once on fake parameters, buffers and inputs, which
+    are made (tied weights tied) before it is returned."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode()
+    state = {
+        **dict(model.named_parameters(remove_duplicate=False)),
+        **dict(model.named_buffers(remove_duplicate=False)),
+    }
+    fake_state = {name: mode.from_tensor(t) for name, t in state.items()}
+    fake_kwargs = {k: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+
+    def forward() -> Any:
+        with mode:
+            return torch.func.functional_call(model, fake_state, (), fake_kwargs, tie_weights=True)
+
+    return forward
+
+
 def check_outputs(model: torch.nn.Module, program: torch.export.ExportedProgram,
                   kwargs: dict[str, Any]) -> None:
-    """Raise if the program's tensor outputs differ from the eager model's (atol 1e-4)."""
+    """Raise if the program's tensor outputs differ from the eager model's (atol 1e-4; on the
+    meta device, shapes and dtypes only)."""
     with torch.no_grad():
         expected = [t for t in tree_leaves(model(**kwargs)) if isinstance(t, torch.Tensor)]
         actual = [t for t in tree_leaves(program.module()(**kwargs)) if isinstance(t, torch.Tensor)]
     if len(expected) != len(actual):
         raise AssertionError(f"program returns {len(actual)} tensors, eager model {len(expected)}")
     for i, (e, a) in enumerate(zip(expected, actual)):
-        if e.shape != a.shape or not torch.allclose(e, a, atol=1e-4):
-            diff = (e - a).abs().max().item() if e.shape == a.shape else "shape mismatch"
-            raise AssertionError(f"output {i} differs from eager (max abs diff {diff})")
+        if e.shape != a.shape or e.dtype != a.dtype:
+            raise AssertionError(f"output {i} is {tuple(a.shape)} {a.dtype}, eager {tuple(e.shape)} {e.dtype}")
+        if e.device.type != "meta" and not torch.allclose(e, a, atol=1e-4):
+            raise AssertionError(f"output {i} differs from eager (max abs diff {(e - a).abs().max().item()})")
 
 
 def timed(fn: Callable[[], Any]) -> float:
@@ -122,45 +198,92 @@ def timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def bench_one(name: str, layers: int, repeats: int, dynamic: bool = False) -> dict[str, Any]:
-    """Check and time one model; return its row (status, samples, medians, ratio or error).
+def peak_mb(fn: Callable[[], Any]) -> float:
+    """The Python heap's peak (tracemalloc) during one call of ``fn``, in MB above the start."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        fn()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak / 1e6
 
-    With ``dynamic`` both export with batch and sequence length dynamic, and the program is
-    also checked against eager at a second batch and sequence length.
+
+def bench_one(name: str, layers: int, repeats: int, dynamic: bool = False, *, memory: bool = False,
+              built: tuple[torch.nn.Module, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Check and time one model; return its row (status, samples, medians, ratio, floor, peaks or error).
+
+    With ``dynamic`` both export with batch and sequence length dynamic, the program is also
+    checked against eager at a second batch and sequence length, and exporter's static
+    export of the model is timed too.  ``built``: the model and inputs (default
+    ``build_model(name, layers)`` and its inputs).
     """
     row: dict[str, Any] = {"model": name, "layers": layers, "dynamic": dynamic}
     try:
-        model, kwargs = build_model(name, layers), make_inputs()
-        spec = dynamic_shapes() if dynamic else None
+        model, kwargs = built or (build_model(name, layers), make_inputs(name))
+        spec = dynamic_shapes(kwargs) if dynamic else None
         run_oracle(model, kwargs, spec)
         program = run_exporter(model, kwargs, spec)
         check_outputs(model, program, kwargs)
         if dynamic:
             check_outputs(model, program, {k: v.repeat(2, 3)[:, :SEQ + 13] for k, v in kwargs.items()})
-        oracle, mine = [], []
+            run_exporter(model, kwargs)
+        floor = fake_forward(model, kwargs)
+        floor()
+        oracle, mine, floors, static = [], [], [], []
         for _ in range(repeats):
             oracle.append(timed(lambda: run_oracle(model, kwargs, spec)))
             mine.append(timed(lambda: run_exporter(model, kwargs, spec)))
-    except Exception as e:
+            floors.append(timed(floor))
+            if dynamic:
+                static.append(timed(lambda: run_exporter(model, kwargs)))
+        if memory:
+            row["exporter_peak_mb"] = peak_mb(lambda: run_exporter(model, kwargs, spec))
+            row["oracle_peak_mb"] = peak_mb(lambda: run_oracle(model, kwargs, spec))
+    except Exception as e:  # noqa: BLE001 - any failure is a FAILED row
         row.update(status="FAILED", error=f"{type(e).__name__}: {e}")
         print(f"[{name} x{layers}] FAILED: {row['error']}", flush=True)
         return row
     row.update(
-        status="ok", oracle_s=oracle, exporter_s=mine,
+        status="ok", oracle_s=oracle, exporter_s=mine, floor_s=floors,
         oracle_median_s=statistics.median(oracle), exporter_median_s=statistics.median(mine),
+        floor_median_s=statistics.median(floors),
     )
     row["ratio"] = row["exporter_median_s"] / row["oracle_median_s"]
+    row["x_floor"] = row["exporter_median_s"] / row["floor_median_s"]
+    if dynamic:
+        row["static_s"] = static
+        row["x_static"] = row["exporter_median_s"] / statistics.median(static)
     print(f"[{name} x{layers}] ok", flush=True)
     return row
 
 
-def print_table(rows: list[dict[str, Any]]) -> None:
-    """Print the results table, with rich on a terminal and plain text otherwise."""
-    header = ["model", "layers", "oracle median s", "exporter median s", "ratio"]
+def memory_growth(exports: int = MEMORY_EXPORTS, model: tuple[str, int] = MEMORY_MODEL) -> dict[str, Any]:
+    """Export one model ``exports`` times in this process; RSS (from /proc) after each."""
+    name, layers = model
+    module, kwargs = build_model(name, layers), make_inputs(name)
+    rss = []
+    for _ in range(exports):
+        run_exporter(module, kwargs)
+        gc.collect()
+        rss.append(_rss_mb())
+    return {"model": name, "layers": layers, "exports": exports, "rss_mb": rss,
+            "growth": rss[-1] / rss[min(9, exports - 1)] - 1.0}
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def print_table(rows: list[dict[str, Any]], columns: list[tuple[str, Callable[[dict[str, Any]], str]]] | None = None) -> None:
+    """Print one table, with rich on a terminal and plain text otherwise (first two columns left-aligned)."""
+    columns = columns or _EXPORT_COLUMNS
+    header = [title for title, _ in columns]
     cells = [
-        [r["model"], str(r["layers"]), f"{r['oracle_median_s']:.3f}",
-         f"{r['exporter_median_s']:.3f}", f"{r['ratio']:.2f}"]
-        if r["status"] == "ok" else [r["model"], str(r["layers"]), "-", "-", "FAILED"]
+        [cell(r) for _, cell in columns] if r.get("status", "ok") == "ok"
+        else [r["model"], str(r["layers"]), *["-"] * (len(columns) - 3), "FAILED"]
         for r in rows
     ]
     if sys.stdout.isatty():
@@ -180,42 +303,127 @@ def print_table(rows: list[dict[str, Any]]) -> None:
                         for i, (x, w) in enumerate(zip(line, widths))))
 
 
+def _peaks(r: dict[str, Any]) -> str:
+    if "exporter_peak_mb" not in r:
+        return "-"
+    return f"{r['exporter_peak_mb']:.0f} / {r['oracle_peak_mb']:.0f}"
+
+
+_EXPORT_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+    ("model", lambda r: r["model"]),
+    ("layers", lambda r: str(r["layers"])),
+    ("exporter s", lambda r: f"{r['exporter_median_s']:.3f}"),
+    ("oracle s", lambda r: f"{r['oracle_median_s']:.3f}"),
+    ("ratio", lambda r: f"{r['ratio']:.2f}"),
+    ("floor s", lambda r: f"{r['floor_median_s']:.3f}"),
+    ("x floor", lambda r: f"{r['x_floor']:.2f}"),
+    ("peak MB exp/oracle", _peaks),
+]
+_DYNAMIC_COLUMNS = [*_EXPORT_COLUMNS[:7], ("x static", lambda r: f"{r['x_static']:.2f}"), _EXPORT_COLUMNS[7]]
+
+
+def _summary(rows: list[dict[str, Any]]) -> str:
+    ok = [r for r in rows if r["status"] == "ok"]
+    if not ok:
+        return "no model exported"
+    ratios, floors = [r["ratio"] for r in ok], [r["x_floor"] for r in ok]
+    geomean = math.exp(statistics.fmean(math.log(x) for x in ratios))
+    text = (f"ratio: median {statistics.median(ratios):.2f}, max {max(ratios):.2f}, geometric mean {geomean:.2f};"
+            f" x floor: median {statistics.median(floors):.2f}, max {max(floors):.2f}; {len(ok)}/{len(rows)} models")
+    by_layers = {(r["model"], r["layers"]): r["exporter_median_s"] / r["layers"] for r in ok}
+    depth = [f"{m} {by_layers[(m, n)] / by_layers[(m, 8)]:.2f}" for m, n in by_layers if n > 8 and (m, 8) in by_layers]
+    if depth:
+        text += f"\ntime per layer at 32 layers / at 8: {', '.join(depth)}"
+    return text
+
+
+def _cold_rows(repeats: int) -> list[dict[str, Any]] | None:
+    try:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from bench_cold import cold_start_rows
+    except ImportError:
+        return None
+    return cold_start_rows(repeats)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Parse flags, benchmark every requested model, print the report, optionally dump JSON."""
+    """Parse flags, run every requested mode, print one table per mode, optionally dump JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
-    parser.add_argument("--layers", default="2,8", help="comma-separated layer counts")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {', '.join(MODES)}")
+    parser.add_argument("--models", help="comma-separated subset (default: every model of the mode)")
+    parser.add_argument("--layers", help="comma-separated layer counts (default 2,8; LLaMA also 32 when static)")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs of each exporter")
     parser.add_argument("--json", metavar="PATH", help="write the raw numbers to PATH")
-    parser.add_argument("--dynamic", action="store_true",
-                        help="export with dynamic batch (max 64) and sequence length (max 128)")
+    parser.add_argument("--dynamic", action="store_true", help="the dynamic mode only (same as --modes dynamic)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a subset in under two minutes: 2-layer static and dynamic rows, 3 repeats, no memory")
+    parser.add_argument("--memory", action="store_true",
+                        help=f"only the memory growth check: {MEMORY_EXPORTS} exports of one model, RSS")
     opts = parser.parse_args(argv)
-    models = [m.strip() for m in opts.models.split(",") if m.strip()]
-    if unknown := [m for m in models if m not in MODELS]:
-        parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
-    layer_counts = [int(n) for n in opts.layers.split(",")]
+    versions = {"torch": torch.__version__, "transformers": transformers.__version__, "cpu_count": os.cpu_count()}
+    report: dict[str, Any] = {"versions": versions}
 
-    rows = [bench_one(m, n, opts.repeats, opts.dynamic) for m in models for n in layer_counts]
-    versions = {"torch": torch.__version__, "transformers": transformers.__version__,
-                "cpu_count": os.cpu_count()}
-    ratios = [r["ratio"] for r in rows if r["status"] == "ok"]
-    geomean = math.exp(statistics.fmean(math.log(x) for x in ratios)) if ratios else None
+    if opts.memory:
+        result = memory_growth()
+        rss = result["rss_mb"]
+        print(f"{result['exports']} exports of {result['model']} x{result['layers']} in one process, RSS (/proc) MB:")
+        print("  ".join(f"after {i + 1}: {rss[i]:.0f}" for i in (0, 9, 49, 99, 149, len(rss) - 1) if i < len(rss)))
+        print(f"growth from export 10 to {result['exports']}: {100 * result['growth']:+.1f}% (target within 5%)")
+        report["memory"] = result
+        _dump(opts.json, report)
+        return
 
-    print()
-    print_table(rows)
-    print()
-    if geomean is None:
-        print("geometric mean ratio: n/a (no model exported)")
-    else:
-        print(f"geometric mean ratio (exporter/oracle, lower is better): {geomean:.2f}"
-              f" over {len(ratios)}/{len(rows)} models")
-    print(f"torch {versions['torch']}, transformers {versions['transformers']}, "
-          f"{versions['cpu_count']} CPUs, {opts.repeats} repeats"
-          + (", dynamic batch and sequence length" if opts.dynamic else ", static shapes"))
-    if opts.json:
-        with open(opts.json, "w") as f:
-            json.dump({"versions": versions, "repeats": opts.repeats, "dynamic": opts.dynamic, "rows": rows,
-                       "geomean_ratio": geomean}, f, indent=2)
+    modes = ["dynamic"] if opts.dynamic else [m.strip() for m in opts.modes.split(",") if m.strip()]
+    if unknown := [m for m in modes if m not in MODES]:
+        parser.error(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
+    if opts.quick:
+        modes = [m for m in modes if m in ("static", "dynamic")]
+    repeats = 3 if opts.quick else opts.repeats
+    memory = not opts.quick
+
+    for mode in modes:
+        print(f"\n== {mode} ==", flush=True)
+        if mode == "cold":
+            rows = _cold_rows(repeats)
+            if rows is None:
+                print("skipped: benchmarks/bench_cold.py (cold_start_rows) is not there")
+                continue
+            print_table(rows, [("command", lambda r: r["command"]), ("median s", lambda r: f"{r['median_s']:.2f}"),
+                               ("min s", lambda r: f"{r['min_s']:.2f}"), ("x import torch", lambda r: f"{r['ratio']:.2f}")])
+            report[mode] = rows
+            continue
+        if mode == "meta":
+            rows = [bench_one("llama-7b-meta", 32, repeats, memory=memory, built=build_meta_llama())]
+            print()
+            print_table(rows)
+            report[mode] = rows
+            continue
+        dynamic = mode == "dynamic"
+        available = DYNAMIC_MODELS if dynamic else MODELS
+        models = [m.strip() for m in opts.models.split(",")] if opts.models else list(available)
+        if unknown := [m for m in models if m not in available]:
+            parser.error(f"unknown model(s) {', '.join(unknown)} for {mode}; choose from {', '.join(available)}")
+        if opts.layers:
+            pairs = [(m, int(n)) for m in models for n in opts.layers.split(",")]
+        elif opts.quick:
+            pairs = [(m, 2) for m in (["llama"] if dynamic else models)]
+        else:
+            pairs = [(m, n) for m in models for n in (2, 8)] + ([("llama", 32)] if not dynamic and "llama" in models else [])
+        rows = [bench_one(m, n, repeats, dynamic, memory=memory) for m, n in pairs]
+        print()
+        print_table(rows, _DYNAMIC_COLUMNS if dynamic else None)
+        print(_summary(rows))
+        report[mode] = rows
+
+    print(f"\ntorch {versions['torch']}, transformers {versions['transformers']}, "
+          f"{versions['cpu_count']} CPUs, median of {repeats} after a warm-up")
+    _dump(opts.json, report)
+
+
+def _dump(path: str | None, report: dict[str, Any]) -> None:
+    if path:
+        with open(path, "w") as f:
+            json.dump(report, f, indent=2)
 
 
 if __name__ == "__main__":
