@@ -1,21 +1,35 @@
-"""Stack traces for graph nodes, recorded cheaply.
+"""Python stacks during a trace: stack traces for graph nodes, recorded cheaply, and
+room on the interpreter's frame stack for the whole trace.
 
 make_fx captures a full native+Python traceback for every node, formats every frame and
 then keeps only the user's ``forward`` frames; on small models that is a fifth of the
 export time.  This walks the live Python frames instead and formats only the frames it
 keeps, producing the same text (``File "...", line N, in forward`` plus the source line,
 outermost first, repeats folded as the traceback module folds them).
+
+CPython (3.11+) keeps frames in 16 KiB chunks that it maps when a call does not fit and
+unmaps when that call returns.  A trace calls the same ~60-frame-deep dispatch path for
+every op; when one of its frames straddles a chunk boundary, every op maps, faults in and
+unmaps a chunk.  Where that happens depends only on how deep the caller's stack already
+is (on LLaMA-32L the traced function's 300 arguments put it there: 60,000 page faults,
+a fifth of the export).  ``on_roomy_stack`` runs the trace above one frame large enough
+to open a chunk with room for the whole trace.
 """
 
 from __future__ import annotations
 
 import functools
 import linecache
+import types
+from collections.abc import Callable
 from types import FrameType
+from typing import Any, TypeVar
 
 from .._torch_internals import stack_trace_anchors, uninteresting_files
 
-__all__ = ["user_stack_trace"]
+__all__ = ["on_roomy_stack", "user_stack_trace"]
+
+_T = TypeVar("_T")
 
 _REPEAT_CUTOFF = 3  # as traceback.StackSummary.format
 
@@ -79,3 +93,29 @@ def _format(innermost_first: tuple[tuple[str, int, str], ...]) -> str:
 
 def _fold(lines: list[str], extra: int) -> None:
     lines.append(f"  [Previous line repeated {extra} more time{'s' if extra > 1 else ''}]\n")
+
+
+# A frame of this many local slots (64 KiB) does not fit a 16 KiB chunk, so CPython opens
+# a 128 KiB one for it: the trace's frames (~20 KiB deep on transformers models) then fit
+# in the remaining 64 KiB; a deeper trace only spills into ordinary chunks, as before.
+_ROOM_SLOTS = 8000
+
+
+def _call(fn, *args):
+    return fn(*args)
+
+
+@functools.cache
+def _roomy_call() -> Callable[..., Any]:
+    code = _call.__code__
+    names = code.co_varnames + tuple(f"_{i}" for i in range(_ROOM_SLOTS))
+    try:
+        roomy = code.replace(co_varnames=names, co_nlocals=len(names))
+    except (TypeError, ValueError):  # an interpreter whose code objects do not allow it
+        return _call
+    return types.FunctionType(roomy, _call.__globals__, "_roomy_call")
+
+
+def on_roomy_stack(fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)``, with its frames in one freshly opened frame-stack chunk (see module doc)."""
+    return _roomy_call()(fn, *args)

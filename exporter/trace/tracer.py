@@ -50,6 +50,7 @@ from .explain import explain
 from .patches import tracing_patches
 from .preserve import module_preserved
 from .signature import constant_attribute_fqns, input_specs, output_specs
+from .stacks import on_roomy_stack
 from .state_inputs import StateInputs, collect_state
 from .symbols import FakeInputs, fake_inputs, new_fake_mode
 
@@ -328,7 +329,7 @@ def _trace_once(root, state_inputs: StateInputs, bound, labels, plan, *, functio
     # The tracing context hands our fake mode to anything that compiles a region
     # internally (torch.cond runs its branches through torch.compile).
     with fake_mode, tracing(TracingContext(fake_mode)):
-        gm = record_module_calls(traced, holder, {}, fakes.inputs)
+        gm = on_roomy_stack(record_module_calls, traced, holder, {}, fakes.inputs)
     return _Traced(gm, fake_mode, fakes, recorded)
 
 

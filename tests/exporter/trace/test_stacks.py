@@ -49,3 +49,41 @@ def test_repeated_frames_are_folded():
 
     text = forward(6)
     assert "[Previous line repeated 4 more times]" in text
+
+
+def test_a_roomy_stack_call_returns_what_the_function_returns_above_a_large_frame():
+    from exporter.trace.stacks import on_roomy_stack
+
+    def callee(a, b):
+        return a + b, sys._getframe(1).f_code.co_nlocals
+
+    total, caller_slots = on_roomy_stack(callee, 2, 3)
+    assert total == 5
+    assert caller_slots >= 8000  # the frame that makes CPython open a large chunk
+
+
+def _page_faults_of_calls_at_each_depth(call) -> list[int]:
+    import resource
+    import types
+
+    # A leaf with a 1 KiB frame: at some depth it does not fit the current chunk.
+    code = (lambda: None).__code__
+    leaf = types.FunctionType(code.replace(co_varnames=tuple(f"v{i}" for i in range(128)), co_nlocals=128), {})
+
+    def hammer(depth):
+        if depth:
+            return hammer(depth - 1)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        for _ in range(1000):
+            leaf()
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+    return [call(hammer, depth) for depth in range(400)]
+
+
+def test_calls_above_the_roomy_frame_do_not_map_a_chunk_each():
+    from exporter.trace.stacks import on_roomy_stack
+
+    # Without it, the calls made right at a chunk boundary fault a page each.
+    assert max(_page_faults_of_calls_at_each_depth(lambda fn, *args: fn(*args))) >= 900
+    assert max(_page_faults_of_calls_at_each_depth(on_roomy_stack)) < 100
