@@ -135,6 +135,8 @@ __all__ = [
     "unwrap_functional",
     "uninteresting_files",
     "use_lazy_graph_module",
+    # -- graph node names (speed work, issue 10)
+    "rename_node",
 ]
 
 runtime_check = torch._check
@@ -389,3 +391,12 @@ def solver_may_specialize(solver: Any) -> bool:
     fixes exporter never reads.  Without any of those three, ``solve`` is skipped.
     """
     return bool(solver._symbols_with_equalities or solver._inconsistencies or any(solver._congruences.values()))
+
+
+# -- graph node names (speed work, issue 10) ------------------------------------------------
+
+
+def rename_node(node: torch.fx.Node, candidate: str) -> None:
+    """Give ``node`` the name its graph would give a new node named ``candidate`` (``add`` ->
+    ``add_3``), as if it had been created under that name."""
+    node._rename(candidate)

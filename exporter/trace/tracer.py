@@ -1,6 +1,7 @@
 """Run the real module under fake tensors and record functional, post-autograd ATen.
 
-One trace does it all (two when a first, unfunctionalized try meets a write; see ``trace``):
+One trace does it all (two when a first, unfunctionalized try meets a write it cannot record
+out of place; see ``trace``):
 
 * one ``FakeTensorMode`` (with a ``ShapeEnv``) makes fake parameters, buffers and inputs;
 * the module's parameters and buffers are swapped for the fakes by a reparametrization
@@ -37,6 +38,7 @@ from .._torch_internals import (
     functional_state,
     has_effects,
     record_module_calls,
+    rename_node,
     reparametrize_module,
     traced_graph,
     traced_node,
@@ -45,7 +47,11 @@ from .._torch_internals import (
 )
 from ..inputs.bind import BoundInputs
 from ..inputs.containers import describe_class, holds_tensors, register_containers_in
-from .draft import data_dependent_assumptions, missing_fake_kernel_assumptions, record_assumption_sites
+from .draft import (
+    data_dependent_assumptions,
+    missing_fake_kernel_assumptions,
+    record_assumption_sites,
+)
 from .explain import explain
 from .patches import tracing_patches
 from .preserve import module_preserved
@@ -125,16 +131,102 @@ def _writes(target) -> bool:
     return isinstance(target, OpOverload) and (target._schema.is_mutable or has_effects(target))
 
 
+def _aliases(target) -> bool:
+    """Whether an op's result may share memory with an argument (views, in-place and out= ops)."""
+    return any(r.alias_info is not None for r in target._schema.returns)
+
+
+# In-place ops the unfunctionalized trace records as their out-of-place op when they write
+# to a fresh intermediate, and how the out-of-place op's dtype is known to be the tensor's
+# own (functionalization would otherwise cast the result back with _to_copy).
+_KEEPS_DTYPE = frozenset({"masked_fill_", "index_put_", "fill_", "zero_", "relu_"})
+_PROMOTES = frozenset({"add_", "sub_", "mul_", "div_"})
+
+
+def _out_of_place(target: OpOverload) -> OpOverload | None:
+    """``aten.add.Tensor`` for ``aten.add_.Tensor``, when it takes the same arguments."""
+    namespace, _, name = target.name().partition("::")
+    packet, _, overload = name.partition(".")
+    if packet not in _KEEPS_DTYPE and packet not in _PROMOTES:
+        return None
+    functional = getattr(getattr(getattr(torch.ops, namespace), packet[:-1], None), overload or "default", None)
+    if not isinstance(functional, OpOverload) or _aliases(functional) or functional._schema.is_mutable:
+        return None
+    signature = [(a.name, str(a.type)) for a in target._schema.arguments]
+    return functional if signature == [(a.name, str(a.type)) for a in functional._schema.arguments] else None
+
+
+def _same_dtype_result(packet: str, node: torch.fx.Node) -> bool:
+    if packet in _KEEPS_DTYPE:
+        return True
+    self_val = node.args[0].meta.get("val")
+    other = node.args[1] if len(node.args) > 1 else node.kwargs.get("other")
+    if not isinstance(self_val, torch.Tensor):
+        return False
+    if isinstance(other, torch.fx.Node):
+        other_val = other.meta.get("val")
+        return isinstance(other_val, torch.Tensor) and other_val.dtype == self_val.dtype
+    if isinstance(other, bool):
+        return True
+    if isinstance(other, int):
+        return self_val.dtype != torch.bool
+    return isinstance(other, float) and self_val.dtype.is_floating_point
+
+
+def _fresh_and_unaliased(written: Any, write: torch.fx.Node, graph: torch.fx.Graph | None) -> bool:
+    """Whether ``written`` made a new tensor in the traced graph that nothing seen so far views."""
+    if not isinstance(written, torch.fx.Node) or written.graph is not graph or written.op != "call_function":
+        return False
+    if not isinstance(written.target, OpOverload) or _aliases(written.target):
+        return False
+    return all(
+        user is write or (isinstance(user.target, OpOverload) and not _aliases(user.target))
+        for user in written.users
+    )
+
+
 @attrs.define
 class _WriteWatch:
-    """Node hook: while ``functionalized`` is off, the first node that writes to a tensor
-    (or has a side effect) aborts the trace."""
+    """Node hook: while ``functionalized`` is off, a write to a fresh intermediate that
+    nothing views (``buckets += t``, ``scores.masked_fill_(...)``) is recorded as the
+    out-of-place op that functionalization would record; any other write to a tensor (or
+    a side effect) aborts the trace.
+
+    Functionalizing such a write changes nothing else in the graph (there is no other
+    alias to update and no input to copy back), so the two traces agree node for node;
+    the node is renamed as the out-of-place op's node would have been named."""
 
     functionalized: bool = False
+    graph: torch.fx.Graph | None = None
+    """The top-level graph: the first node the watch sees is one of its placeholders."""
+    written: set[torch.fx.Node] = attrs.field(factory=set)
+    """The nodes recorded out of place: the values of tensors written so far."""
 
     def __call__(self, node: torch.fx.Node) -> None:
-        if not self.functionalized and node.op == "call_function" and _writes(node.target):
+        if self.graph is None:
+            self.graph = node.graph
+        if self.functionalized or node.op != "call_function":
+            return
+        if not _writes(node.target):
+            # Functionalization replays each new view of a written tensor from its base
+            # when the view is first used, adding view nodes this trace would not have.
+            viewing = not isinstance(node.target, OpOverload) or _aliases(node.target)
+            if self.written and viewing and any(arg in self.written for arg in node.all_input_nodes):
+                raise _NeedsFunctionalization(f"{node.target} of a tensor written in place")
+            return
+        functional = None if has_effects(node.target) else _out_of_place(node.target)
+        packet = node.target.name().partition("::")[2].partition(".")[0]
+        if (
+            functional is None
+            or node.graph is not self.graph
+            or not node.args
+            or not _fresh_and_unaliased(node.args[0], node, self.graph)
+            or not _same_dtype_result(packet, node)
+        ):
             raise _NeedsFunctionalization(str(node.target))
+        node.target = functional
+        rename_node(node, packet[:-1])
+        self.written.add(node)
 
 
 def _make_traced_fn(
@@ -346,10 +438,12 @@ def trace(
     With a ``plan`` (parsed ``dynamic_shapes``) the dynamic dimensions of user inputs are
     symbolic; checking the guards the trace produced against the plan is a later step.
 
-    Functionalization costs about a quarter of the trace and changes nothing in a program
-    that never writes to a tensor, so the model is first traced without it; the first
-    in-place op, out= op, side-effectful op or buffer reassignment aborts that trace and
-    the model is traced again, functionalized.  ``always_functionalize`` skips the first try.
+    Functionalization costs a quarter to two thirds of the trace and changes nothing in a
+    program that never writes to a tensor, so the model is first traced without it.  A
+    write to a fresh intermediate that nothing views is recorded there as the out-of-place
+    op functionalization would record (``_WriteWatch``); any other in-place op, out= op,
+    side-effectful op or buffer reassignment aborts that trace and the model is traced
+    again, functionalized.  ``always_functionalize`` skips the first try.
 
     ``draft``: fake tensors carry real values; where the trace needs a tensor's value or an
     operator has no fake kernel, the example inputs decide, and ``state.assumptions`` lists

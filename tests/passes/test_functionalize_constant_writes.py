@@ -12,10 +12,14 @@ class WritesDerived(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.table = torch.ones(4)
+        self.register_buffer("calls", torch.zeros(()))
 
     def forward(self, x):
         plus_two = self.table + 2
         plus_two.sub_(self.table)  # an in-place op on a tensor no input reaches
+        # A write to a buffer: the model is traced functionalized, which leaves the write
+        # above in place (the first, unfunctionalized try records it out of place itself).
+        self.calls.add_(1)
         return plus_two * x
 
 

@@ -242,3 +242,71 @@ def test_tensor_subclass_state_is_traced_as_its_inner_tensors():
     x = torch.randn(3)
     torch.testing.assert_close(ep.module()(x), model(x))
     assert isinstance(model.inner.weight, TwoTensor) and isinstance(model.inner.weight, torch.nn.Parameter)
+
+
+class _FreshWrite(torch.nn.Module):
+    def forward(self, x):
+        buckets = (x > 0).to(torch.long) * 4
+        buckets += torch.where(x > 1, 1, 2)  # a fresh intermediate nothing views: no functionalization
+        scores = x * 2
+        scores.masked_fill_(x < 0, 0.0)
+        return buckets, scores
+
+
+class _ViewedWrite(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        row = y[0]
+        y += 1  # `row` sees this write
+        return row
+
+
+class _WriteThenView(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        y += 1
+        return y.view(-1) * 3  # functionalization replays this view from the written base
+
+
+class _CastingWrite(torch.nn.Module):
+    def forward(self, x):
+        y = x.to(torch.int32)
+        y += torch.ones(x.shape, dtype=torch.int64)  # int64 result, cast back to int32
+        return y
+
+
+def _traces(model, x, monkeypatch):
+    from exporter.inputs import bind_inputs
+    from exporter.trace import trace, tracer
+
+    tries = []
+    trace_once = tracer._trace_once
+
+    def counted(*args, functionalized, **kwargs):
+        tries.append(functionalized)
+        return trace_once(*args, functionalized=functionalized, **kwargs)
+
+    bound = bind_inputs(model, (x,), None)
+    monkeypatch.setattr(tracer, "_trace_once", counted)
+    fast = trace(model, bound)
+    retraced = tries == [False, True]
+    functional = trace(model, bound, always_functionalize=True)
+    return fast, functional, retraced
+
+
+@pytest.mark.parametrize(
+    "model, x, retraced",
+    [
+        (_FreshWrite(), torch.randn(3, 4), False),
+        (_ViewedWrite(), torch.randn(3, 4), True),
+        (_WriteThenView(), torch.randn(3, 4), True),
+        (_CastingWrite(), torch.randn(3, 4), True),
+    ],
+    ids=["fresh", "viewed", "view-after-write", "casting"],
+)
+def test_writes_to_fresh_intermediates_need_no_functionalization(model, x, retraced, monkeypatch):
+    fast, functional, was_retraced = _traces(model, x, monkeypatch)
+    assert was_retraced is retraced
+    assert fast.gm.code == functional.gm.code
+    assert not any(str(n.target).split(".")[-2].endswith("_") for n in fast.gm.graph.nodes if n.op == "call_function")
+    torch.testing.assert_close(exporter.export(model, (x,)).module()(x), model(x))
