@@ -137,6 +137,9 @@ __all__ = [
     "use_lazy_graph_module",
     # -- graph node names (speed work, issue 10)
     "rename_node",
+    # -- AOTInductor packages (command line --aoti, issue 11)
+    "aoti_compile_package",
+    "aoti_load_package",
 ]
 
 runtime_check = torch._check
@@ -400,3 +403,22 @@ def rename_node(node: torch.fx.Node, candidate: str) -> None:
     """Give ``node`` the name its graph would give a new node named ``candidate`` (``add`` ->
     ``add_3``), as if it had been created under that name."""
     node._rename(candidate)
+
+
+# -- AOTInductor packages (command line --aoti, issue 11) ------------------------------------
+# Imported when called: torch._inductor is heavy, and importing exporter or exporting a
+# program must not load it.  Both consume a finished ExportedProgram; neither traces.
+
+
+def aoti_compile_package(program: Any, package_path: str) -> str:
+    """Compile ``program`` with AOTInductor into the package ``package_path`` (a ``.pt2``)."""
+    from torch._inductor import aoti_compile_and_package
+
+    return aoti_compile_and_package(program, package_path=package_path)
+
+
+def aoti_load_package(package_path: str) -> Any:
+    """The compiled model in an AOTInductor package: called like the program's module."""
+    from torch._inductor import aoti_load_package as load
+
+    return load(package_path)

@@ -84,8 +84,8 @@ def module_op_counts(program: torch.export.ExportedProgram) -> list[dict[str, An
 def _json_bound(value: Any) -> int | None:
     try:
         return int(value)
-    except (TypeError, OverflowError, ValueError):
-        return None  # unbounded
+    except (TypeError, OverflowError, ValueError, AttributeError):
+        return None  # unbounded (sympy fails on int(int_oo) in one of these ways, depending on its version)
 
 
 def range_rows(program: torch.export.ExportedProgram) -> dict[str, list[int | None]]:

@@ -15,19 +15,26 @@ from typing import Any
 from .._errors import InputSpecError
 from .save import write_json
 
-__all__ = ["BASELINE_SCHEMA", "baseline_entry", "drift", "load_baseline", "save_baseline"]
+__all__ = ["BASELINE_SCHEMA", "baseline_entry", "drift", "durations", "load_baseline", "save_baseline"]
 
 BASELINE_SCHEMA = "exporter.baseline/1"
 _SIGNATURE_KEYS = ("kind", "name", "target", "persistent", "shape", "dtype", "value")
 
 
 def baseline_entry(report) -> dict[str, Any]:
-    """What a baseline keeps of an export: signature, op histogram, versions."""
+    """What a baseline keeps of an export: signature, op histogram, versions, and the seconds it
+    took (what ``check --shard`` balances by; never drift)."""
     return {
         "signature": report.signature,
         "ops": report.ops,
         "versions": report.versions,
+        "seconds": round(report.timings.get("total", 0.0), 1),
     }
+
+
+def durations(models: dict[str, Any]) -> dict[str, float]:
+    """Recorded seconds per model of a baseline (entries from before they were recorded have none)."""
+    return {name: entry["seconds"] for name, entry in models.items() if isinstance(entry.get("seconds"), (int, float))}
 
 
 def load_baseline(path: str) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -11,7 +12,7 @@ import torch.utils._pytree as pytree
 from .._errors import VerificationError
 from ..trace.preserve import state_values_restored
 
-__all__ = ["Comparison", "OutputDiff", "VerificationMismatch", "compare_with_eager", "require_match"]
+__all__ = ["Comparison", "OutputDiff", "VerificationMismatch", "compare_runner_with_eager", "compare_with_eager", "require_match"]
 
 
 @attrs.frozen
@@ -59,10 +60,10 @@ class Comparison:
 class VerificationMismatch(VerificationError):
     """The program and the eager model disagree beyond tolerance on some inputs."""
 
-    def __init__(self, comparisons: list[Comparison], *, rtol: float, atol: float) -> None:
+    def __init__(self, comparisons: list[Comparison], *, rtol: float, atol: float, what: str = "program") -> None:
         failures = [line for c in comparisons for line in c.failures()]
         super().__init__(
-            f"program and eager differ (rtol {rtol:g}, atol {atol:g}): " + "; ".join(failures),
+            f"{what} and eager differ (rtol {rtol:g}, atol {atol:g}): " + "; ".join(failures),
             rule="matches-eager",
             hint="the program disagrees with eager beyond tolerance; compare node by node with "
             "torch.fx.Interpreter, or loosen --rtol/--atol if the difference is rounding",
@@ -113,8 +114,20 @@ def compare_with_eager(
     in train mode updates its buffers), and the model's parameters and buffers are put
     back afterwards.
     """
+    return compare_runner_with_eager(model, program.module(), inputs, rtol=rtol, atol=atol)
+
+
+def compare_runner_with_eager(
+    model: torch.nn.Module,
+    runner: Callable[..., Any],
+    inputs: list[tuple[str, tuple[Any, ...], dict[str, Any]]],
+    *,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+) -> list[Comparison]:
+    """``compare_with_eager`` for anything called like the model: the program's module, an
+    AOTInductor package, an ONNX Runtime session wrapped to take and return pytrees."""
     results = []
-    runner = program.module()
     with state_values_restored(model) as restore:
         for label, args, kwargs in inputs:
             try:
@@ -143,7 +156,8 @@ def compare_with_eager(
     return results
 
 
-def require_match(comparisons: list[Comparison], *, rtol: float, atol: float) -> None:
-    """Raise ``VerificationMismatch`` (holding the comparisons) unless every run matched."""
+def require_match(comparisons: list[Comparison], *, rtol: float, atol: float, what: str = "program") -> None:
+    """Raise ``VerificationMismatch`` (holding the comparisons) unless every run matched;
+    ``what`` names the side compared with eager (the program, an artifact)."""
     if not all(c.ok for c in comparisons):
-        raise VerificationMismatch(comparisons, rtol=rtol, atol=atol)
+        raise VerificationMismatch(comparisons, rtol=rtol, atol=atol, what=what)

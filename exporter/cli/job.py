@@ -13,6 +13,7 @@ import logging
 import os
 from collections.abc import Callable
 
+import torch
 import torch.utils._pytree as pytree
 
 from .._errors import ErrorInfo
@@ -21,11 +22,12 @@ from .._timing import StageTimer
 from ..inputs import bind_inputs, describe_path
 from ..submodules import report_submodules
 from .analysis import library_versions, module_op_counts, op_histogram, range_rows, signature_rows
-from .compare import compare_with_eager, require_match
+from .artifacts import Artifact, aoti_path_beside, build_aoti, build_onnx, decompose, files_size, load_aoti, load_onnx
+from .compare import compare_runner_with_eager, compare_with_eager, require_match
 from .dynamic_flags import dynamic_shapes_from_flags
 from .loading import load_model, resolve_example_inputs
 from .report import ExportReport, describe_leaf
-from .save import save_program
+from .save import Staging
 from .settings import ExportSettings
 
 __all__ = ["run_export"]
@@ -33,8 +35,14 @@ __all__ = ["run_export"]
 log = logging.getLogger(__name__)
 
 
+def _lap(timer: StageTimer, stage: str) -> float:
+    timer.lap(stage)
+    return timer.timings[stage]
+
+
 def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None = None) -> ExportReport:
-    """Load, export, optionally verify and save ``settings.model``; failures end up in the report."""
+    """Load, export, optionally lower, verify and save ``settings.model`` with the artifacts asked
+    for (AOTInductor, ONNX); failures end up in the report."""
     report = ExportReport(settings)
     stage = on_stage or (lambda name: None)
     timer = StageTimer()
@@ -70,6 +78,12 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
         )
         timer.lap("export")
         timer.timings.update({f"export.{k}": v for k, v in timings.items()})
+        report.ir = "aten"
+        if settings.decompose:
+            stage("lowering to core ATen")
+            program = decompose(program, settings.decompose)
+            report.ir = "core-aten"
+            timer.lap("decompose")
         report.program = program
         report.draft = getattr(program, "draft_report", None)
         report.signature = signature_rows(program)
@@ -77,6 +91,7 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
         report.modules = module_op_counts(program)
         report.range_constraints = range_rows(program)
 
+        runs = []
         if settings.verify:
             stage("comparing with eager")
             runs = [("example", examples.args, examples.kwargs)]
@@ -85,12 +100,51 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
             timer.lap("verify")
             require_match(report.verification, rtol=settings.rtol, atol=settings.atol)
 
+        # Every file is staged beside its destination and moved into place only once all of
+        # them are built and checked: a failing step leaves no file, and existing ones as they were.
+        program_path = settings.output or f"{loaded.name}.pt2"
+        staging = Staging()
+        try:
+            if settings.save:
+                stage("saving")
+                staged = staging.path(program_path)
+                torch.export.save(program, staged)
+                seconds = _lap(timer, "save")
+                report.artifacts.append(
+                    Artifact("program", os.path.abspath(program_path), files_size(staged), seconds, report.ir, report.verification)
+                )
+            if settings.aoti is not None:
+                stage("compiling with AOTInductor")
+                path = settings.aoti or aoti_path_beside(program_path)
+                staged = staging.path(path)
+                build_aoti(program, staged)
+                artifact = Artifact("aoti", os.path.abspath(path), files_size(staged), _lap(timer, "aoti"))
+                report.artifacts.append(artifact)
+                if runs:
+                    stage("comparing the AOTInductor package with eager")
+                    artifact.verification = compare_runner_with_eager(
+                        model, load_aoti(staged), runs, rtol=settings.rtol, atol=settings.atol
+                    )
+                    timer.lap("aoti.verify")
+                    require_match(artifact.verification, rtol=settings.rtol, atol=settings.atol, what="AOTInductor package")
+            if settings.onnx is not None:
+                stage("converting to ONNX")
+                staged = staging.path(settings.onnx)
+                build_onnx(program, examples.args, examples.kwargs, staged)
+                artifact = Artifact("onnx", os.path.abspath(settings.onnx), files_size(staged), _lap(timer, "onnx"))
+                report.artifacts.append(artifact)
+                if runs:
+                    stage("comparing the ONNX model with eager in onnxruntime")
+                    artifact.verification = compare_runner_with_eager(
+                        model, load_onnx(staged, program), runs, rtol=settings.rtol, atol=settings.atol
+                    )
+                    timer.lap("onnx.verify")
+                    require_match(artifact.verification, rtol=settings.rtol, atol=settings.atol, what="ONNX model")
+            staging.commit()
+        finally:
+            staging.discard()
         if settings.save:
-            stage("saving")
-            path = settings.output or f"{loaded.name}.pt2"
-            save_program(program, path)
-            report.output_file = os.path.abspath(path)
-            timer.lap("save")
+            report.output_file = os.path.abspath(program_path)
         report.status = "ok"
     except Exception as e:  # noqa: BLE001 - reported, not raised
         report.error = ErrorInfo.from_exception(e)

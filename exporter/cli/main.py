@@ -1,6 +1,7 @@
-"""Command line: ``python -m exporter MODEL ...`` and ``python -m exporter check MODEL ...``.
+"""Command line: ``python -m exporter MODEL ...``, ``python -m exporter check [MODEL ...]`` and
+``python -m exporter merge SHARD.json ...``.
 
-Argument parsing only; the work is done by ``job`` and ``check``, the output by
+Argument parsing only; the work is done by ``job``, ``check`` and ``merge``, the output by
 ``render``.  Exit codes: 0 success, 1 export / verification / drift failure, 2 usage or
 input error.
 """
@@ -15,17 +16,19 @@ from rich.console import Console
 
 from .._errors import ErrorInfo, InputSpecError
 from ..switches import EXPERTS_IMPLEMENTATIONS
-from .check import run_check
+from .artifacts import DECOMPOSITIONS, require_onnx
+from .baseline import baseline_entry, load_baseline, save_baseline
+from .check import check_exit_code, check_json, run_check
+from .config import find_config, load_config
 from .job import run_export
 from .junit import write_junit
 from .loading import parse_init_args
 from .render import progress, render_check, render_error, render_export, render_quiet
 from .save import write_json
 from .settings import CheckSettings, ExportSettings
+from .shard import parse_shard
 
 __all__ = ["main"]
-
-CHECK_SCHEMA = "exporter.check/1"
 
 _EXAMPLE_INPUTS_HELP = (
     "example inputs: shorthand in torch's notation, positional then name=keyword, e.g. "
@@ -74,6 +77,25 @@ def _export_parser() -> argparse.ArgumentParser:
         "its data-dependent loop; the program is checked against the model as configured",
     )
     p.add_argument("-o", "--output", metavar="OUT.pt2", help="where to write the program (default: <Name>.pt2 here)")
+    p.add_argument(
+        "--decompose",
+        choices=DECOMPOSITIONS,
+        help="lower the program before saving: core = core ATen (run_decompositions()), what ExecuTorch takes",
+    )
+    p.add_argument(
+        "--aoti",
+        nargs="?",
+        const="",
+        metavar="PATH",
+        help="also compile an AOTInductor package (default: beside the program, OUT.aoti.pt2); "
+        "with --verify it is run against eager too",
+    )
+    p.add_argument(
+        "--onnx",
+        metavar="OUT.onnx",
+        help="also convert to ONNX with torch's ONNX exporter (needs pip install 'exporter[onnx]'); "
+        "with --verify it is run in onnxruntime against eager",
+    )
     p.add_argument("--json", metavar="REPORT.json", help="also write a machine-readable report")
     p.add_argument("--verify", action="store_true", help="compare program and eager on the example and fresh inputs")
     p.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance for --verify (default 1e-4)")
@@ -98,17 +120,44 @@ def _check_parser() -> argparse.ArgumentParser:
         description="Export and verify every MODEL (example inputs from each model's file); "
         "exit 0 only if all export, verify and match their baseline.",
     )
-    p.add_argument("models", metavar="MODEL", nargs="+", help="path/to/file.py:Name or package.module:Name")
+    p.add_argument(
+        "models",
+        metavar="MODEL",
+        nargs="*",
+        help="path/to/file.py:Name or package.module:Name; none: the models of [tool.exporter] in the "
+        "nearest pyproject.toml at or above the current directory",
+    )
     p.add_argument("--baseline", metavar="FILE", help="JSON file of accepted signatures and op histograms")
+    p.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="check only the K-th of N disjoint shares (balanced by the baseline's recorded durations, "
+        "else by count), for a CI matrix; join the --json files with `python -m exporter merge`",
+    )
     p.add_argument("--update-baseline", action="store_true", help="record the current exports in --baseline")
     p.add_argument("--junit", metavar="FILE", help="write JUnit XML")
     p.add_argument("--json", metavar="FILE", help="write a machine-readable report")
-    p.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="export in N worker processes")
-    p.add_argument("--rtol", type=float, default=1e-4)
-    p.add_argument("--atol", type=float, default=1e-5)
+    p.add_argument("-j", "--jobs", type=int, metavar="N", help="export in N worker processes (default 1)")
+    p.add_argument("--rtol", type=float, help="relative tolerance (default 1e-4)")
+    p.add_argument("--atol", type=float, help="absolute tolerance (default 1e-5)")
     loud = p.add_mutually_exclusive_group()
     loud.add_argument("-q", "--quiet", action="store_true", help="print only the verdict")
     loud.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p
+
+
+def _merge_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m exporter merge",
+        description="Join the --json files of `check --shard K/N` runs into one summary (as one "
+        "unsharded run writes it), one JUnit file and one updated baseline; exit as check would.",
+    )
+    p.add_argument("shards", metavar="SHARD.json", nargs="+", help="the --json file of every shard")
+    p.add_argument("--json", metavar="FILE", help="write the merged summary")
+    p.add_argument("--junit", metavar="FILE", help="write JUnit XML for every model")
+    p.add_argument("--baseline", metavar="FILE", help="the baseline the shards were checked against")
+    p.add_argument("--update-baseline", action="store_true", help="record every exported model in --baseline")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the verdict")
     return p
 
 
@@ -131,6 +180,8 @@ def _configure_logging(verbose: bool) -> None:
         logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
         # --draft prints its assumptions as a table; the library's warning would repeat them
         logging.getLogger("exporter.draft").setLevel(logging.ERROR)
+        # --onnx: the ONNX exporter warns about every optional operator library it lacks
+        logging.getLogger("torch.onnx").setLevel(logging.ERROR)
 
 
 def _export_main(argv: list[str]) -> int:
@@ -139,6 +190,8 @@ def _export_main(argv: list[str]) -> int:
     _configure_logging(args.verbose)
     try:
         init_args = parse_init_args(args.init_args)
+        if args.onnx is not None:
+            require_onnx()
     except InputSpecError as e:
         return _input_error(console, e)
     settings = ExportSettings(
@@ -154,6 +207,9 @@ def _export_main(argv: list[str]) -> int:
         report_submodules=args.report_submodules,
         draft=args.draft,
         experts_implementation=args.experts_implementation,
+        decompose=args.decompose,
+        aoti=args.aoti,
+        onnx=args.onnx,
     )
     with progress(console if not args.quiet else Console(quiet=True, emoji=False)) as stage:
         report = run_export(settings, on_stage=stage)
@@ -170,50 +226,86 @@ def _check_main(argv: list[str]) -> int:
     args = _check_parser().parse_args(argv)
     console = Console(emoji=False)
     _configure_logging(args.verbose)
-    if args.update_baseline and not args.baseline:
-        _check_parser().error("--update-baseline needs --baseline FILE")
-    if args.jobs < 1:
+    if args.jobs is not None and args.jobs < 1:
         _check_parser().error("--jobs must be at least 1")
-    settings = CheckSettings(
-        models=args.models,
-        baseline=args.baseline,
-        update_baseline=args.update_baseline,
-        jobs=args.jobs,
-        rtol=args.rtol,
-        atol=args.atol,
-    )
     try:
-        with progress(console if not args.quiet else Console(quiet=True, emoji=False)) as stage:
-            total = len(args.models)
-            stage(f"exporting {total} model(s)")
-            results = run_check(settings, lambda ref, finished: stage(f"exported {finished}/{total}, last {ref}"))
+        settings = _check_settings(args)
     except InputSpecError as e:
         return _input_error(console, e)
+    if args.update_baseline and not settings.baseline:
+        _check_parser().error("--update-baseline needs --baseline FILE (or baseline = ... in [tool.exporter])")
+    try:
+        with progress(console if not args.quiet else Console(quiet=True, emoji=False)) as stage:
+            stage("exporting")
+            results = run_check(settings, lambda ref, finished: stage(f"exported {finished}, last {ref}"))
+    except InputSpecError as e:
+        return _input_error(console, e)
+    return _check_outcome(results, args, console, check_json(results, settings.shard, [m.reference for m in settings.models]))
+
+
+def _check_settings(args: argparse.Namespace) -> CheckSettings:
+    """Command-line flags over ``[tool.exporter]`` (read only when no MODEL is given) over defaults."""
+    shard = parse_shard(args.shard) if args.shard else None
+    if args.models:
+        models, config = list(args.models), None
+    else:
+        path = find_config(".")
+        if path is None:
+            raise InputSpecError(
+                "no MODEL given, and no pyproject.toml with a [tool.exporter] table here or above",
+                hint='name the models, or list them in pyproject.toml: [tool.exporter] models = ["models/net.py:Net"]',
+            )
+        config = load_config(path)
+        models = config.models
+
+    def pick(flag, key, default):
+        if flag is not None:
+            return flag
+        value = getattr(config, key) if config is not None else None
+        return default if value is None else value
+
+    return CheckSettings(
+        models=models,
+        baseline=pick(args.baseline, "baseline", None),
+        update_baseline=args.update_baseline,
+        jobs=pick(args.jobs, "jobs", 1),
+        rtol=pick(args.rtol, "rtol", 1e-4),
+        atol=pick(args.atol, "atol", 1e-5),
+        shard=shard,
+    )
+
+
+def _check_outcome(results, args: argparse.Namespace, console: Console, summary: dict) -> int:
+    """Write --junit and --json, print the table (or the verdict line), return the exit code."""
     if args.junit:
         write_junit(args.junit, results)
-    passed = all(r.passed for r in results)
     if args.json:
-        write_json(
-            args.json,
-            {
-                "schema": CHECK_SCHEMA,
-                "status": "ok" if passed else "failed",
-                "models": [
-                    {"reference": r.reference, "status": r.status, "drift": r.drift, "note": r.note,
-                     "report": r.report.to_json()}
-                    for r in results
-                ],
-            },
-        )
+        write_json(args.json, summary)
     if args.quiet:
         console.print(f"{sum(r.passed for r in results)}/{len(results)} models passed", highlight=False)
     else:
         render_check(results, console)
-    if passed:
-        return 0
-    # Input errors in every failing model (bad references) are usage errors; anything else fails the check.
-    failing = [r for r in results if not r.passed]
-    return 2 if all(r.report.exit_code == 2 for r in failing) else 1
+    return check_exit_code(results)
+
+
+def _merge_main(argv: list[str]) -> int:
+    from .merge import load_shard, merge_shards
+
+    args = _merge_parser().parse_args(argv)
+    console = Console(emoji=False)
+    if args.update_baseline and not args.baseline:
+        _merge_parser().error("--update-baseline needs --baseline FILE")
+    try:
+        merged, results = merge_shards({path: load_shard(path) for path in args.shards})
+        if args.update_baseline:
+            baseline = load_baseline(args.baseline)
+            for result in results:
+                if result.report.ok:
+                    baseline[result.reference] = baseline_entry(result.report)
+            save_baseline(args.baseline, baseline)
+    except InputSpecError as e:
+        return _input_error(console, e)
+    return _check_outcome(results, args, console, merged)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "check":
         return _check_main(argv[1:])
+    if argv and argv[0] == "merge":
+        return _merge_main(argv[1:])
     return _export_main(argv)
 
 

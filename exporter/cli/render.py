@@ -47,6 +47,39 @@ def _size(path: str) -> str:
     return ""
 
 
+def _bytes(size: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return ""
+
+
+_ARTIFACT_KINDS = {"program": "program", "aoti": "AOTInductor package", "onnx": "ONNX"}
+_IRS = {"aten": "ATen", "core-aten": "core ATen"}
+
+
+def _artifact_check(artifact) -> Text:
+    if artifact.verification is None:
+        return Text("not run (--verify runs it)", style="dim")
+    runs = len(artifact.verification)
+    if artifact.verified:
+        worst = max((o.max_abs for c in artifact.verification for o in c.outputs), default=0.0)
+        return Text(f"ok: {runs} runs, max abs error {worst:.3g}", style="green")
+    return Text(f"MISMATCH on {sum(not c.ok for c in artifact.verification)} of {runs} runs", style="red")
+
+
+def _artifacts_table(report) -> Group:
+    table = Table()
+    for column in ("artifact", "file", "size", "seconds", "check"):
+        table.add_column(column, justify="right" if column in ("size", "seconds") else "left")
+    for a in report.artifacts:
+        kind = _ARTIFACT_KINDS.get(a.kind, a.kind) + (f" ({_IRS.get(a.ir, a.ir)})" if a.ir else "")
+        table.add_row(kind, escape(os.path.relpath(a.path)), _bytes(a.bytes), f"{a.seconds:.2f}", _artifact_check(a))
+    written = "written" if report.ok else "none written: the export failed"
+    return _titled(f"artifacts ({written})", table)
+
+
 def _shape(row: dict) -> str:
     if row.get("shape") is not None:
         return "[" + ", ".join(str(s) for s in row["shape"]) + "]"
@@ -170,11 +203,18 @@ def render_export(report, console: Console, *, show_graph: bool = False, verbose
         console.print(Syntax(code.strip(), "python", theme="ansi_dark", word_wrap=True))
     if report.draft is not None:
         render_draft(report.draft, console)
+    if getattr(report, "artifacts", None):
+        console.print(_artifacts_table(report))
     if len(report.timings) > 1:
         console.print(_timings_table(report))
     if report.ok:
         if report.output_file:
             console.print(f"[green]saved[/] {escape(report.output_file)} ({_size(report.output_file)})")
+            for a in report.artifacts[1:]:
+                console.print(f"[green]saved[/] {escape(a.path)} ({_bytes(a.bytes)})")
+        elif report.artifacts:
+            for a in report.artifacts:
+                console.print(f"[green]saved[/] {escape(a.path)} ({_bytes(a.bytes)})")
         else:
             console.print("[green]exported[/]")
     else:
@@ -258,7 +298,8 @@ def render_quiet(report, console: Console) -> None:
     """One line."""
     seconds = report.timings.get("total", 0.0)
     if report.ok:
-        where = f" -> {report.output_file}" if report.output_file else ""
+        files = [a.path for a in getattr(report, "artifacts", [])] or [report.output_file] * bool(report.output_file)
+        where = f" -> {', '.join(files)}" if files else ""
         drafted = ""
         if report.draft is not None and not report.draft.sound:
             drafted = f", {len(report.draft.assumptions)} draft assumption(s)"

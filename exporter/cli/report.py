@@ -8,8 +8,9 @@ import attrs
 import torch
 
 from .._assumptions import DraftReport
-from .._errors import ErrorInfo
+from .._errors import Category, ErrorInfo
 from ..submodules import SubmoduleReport
+from .artifacts import Artifact
 from .compare import Comparison
 from .settings import ExportSettings
 
@@ -50,6 +51,10 @@ class ExportReport:
     versions: dict[str, str] = attrs.field(factory=dict)
     draft: DraftReport | None = None
     """With ``--draft``: what the export took from the example inputs."""
+    ir: str | None = None
+    """The IR of the program saved: ``aten`` (functional, post-autograd) or ``core-aten`` (``--decompose core``)."""
+    artifacts: list[Artifact] = attrs.field(factory=list)
+    """The .pt2 and, with ``--aoti`` / ``--onnx``, the files made from it; each with its size and check."""
     program: Any = None
     """The ExportedProgram (not part of the JSON report, and not sent between processes)."""
 
@@ -78,6 +83,8 @@ class ExportReport:
             },
             "inputs": {"source": self.input_source, "leaves": self.inputs},
             "output_file": self.output_file,
+            "ir": self.ir,
+            "artifacts": [a.to_json() for a in self.artifacts],
             "timings": {k: round(v, 6) for k, v in self.timings.items()},
             "dynamic": self.settings.dynamic,
             "range_constraints": self.range_constraints,
@@ -97,3 +104,26 @@ class ExportReport:
             "submodules": None if self.submodules is None else self.submodules.to_json(),
             "versions": self.versions,
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ExportReport:
+        """The parts of a report ``to_json()`` wrote that verdicts, JUnit, the check table and
+        baselines read (for ``merge``, which joins the JSON of several ``check --shard`` runs)."""
+        model = data.get("model") or {}
+        error = data.get("error")
+        return cls(
+            ExportSettings(model=model.get("reference") or "", train=bool(model.get("train"))),
+            status=data.get("status", "failed"),
+            model_name=model.get("name"),
+            model_class=model.get("class"),
+            parameters=model.get("parameters"),
+            output_file=data.get("output_file"),
+            timings=dict(data.get("timings") or {}),
+            signature=data.get("signature"),
+            ops=dict(data.get("ops") or {}),
+            error=None
+            if error is None
+            else ErrorInfo(error["type"], Category(error["category"]), error["message"], error.get("location"), error.get("hint")),
+            versions=dict(data.get("versions") or {}),
+            ir=data.get("ir"),
+        )

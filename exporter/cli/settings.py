@@ -6,7 +6,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["CheckSettings", "ExportSettings"]
+__all__ = ["CheckSettings", "ExportSettings", "ModelEntry"]
 
 
 @attrs.define
@@ -34,15 +34,55 @@ class ExportSettings:
     """``--experts-implementation``: run transformers' mixture-of-experts blocks this way for the export."""
     report_submodules: bool = False
     """When the export fails, export the submodules on their own to find where it fails."""
+    decompose: str | None = None
+    """``--decompose core``: lower the program to core ATen (``run_decompositions()``) before saving."""
+    aoti: str | None = None
+    """``--aoti [PATH]``: also compile an AOTInductor package; ``""`` puts it beside the .pt2."""
+    onnx: str | None = None
+    """``--onnx OUT.onnx``: also convert the program with torch's ONNX exporter."""
+
+
+@attrs.frozen
+class ModelEntry:
+    """One model ``check`` exports: its reference, and the flags ``export`` would take for it."""
+
+    reference: str
+    """As the user wrote it: the name in reports and the baseline's key."""
+    model: str | None = None
+    """What to load, when it differs from ``reference`` (a file path relative to the directory
+    ``check`` runs in, for a reference written relative to the pyproject.toml)."""
+    example_inputs: str | None = None
+    dynamic: tuple[str, ...] = ()
+    init_args: dict[str, Any] = attrs.field(factory=dict)
+
+    def export_settings(self, *, rtol: float, atol: float) -> ExportSettings:
+        """The export ``check`` runs for this model: verified, not saved."""
+        return ExportSettings(
+            model=self.model or self.reference,
+            example_inputs=self.example_inputs,
+            init_args=dict(self.init_args),
+            dynamic=list(self.dynamic),
+            verify=True,
+            save=False,
+            rtol=rtol,
+            atol=atol,
+        )
+
+
+def _entries(models: list[str | ModelEntry]) -> list[ModelEntry]:
+    return [m if isinstance(m, ModelEntry) else ModelEntry(m) for m in models]
 
 
 @attrs.define
 class CheckSettings:
     """``check``: which models, the baseline to hold them to, and how to run them."""
 
-    models: list[str]
+    models: list[ModelEntry] = attrs.field(converter=_entries)
+    """References (``path/to/file.py:Name``) or entries with their own inputs and flags."""
     baseline: str | None = None
     update_baseline: bool = False
     jobs: int = 1
     rtol: float = 1e-4
     atol: float = 1e-5
+    shard: tuple[int, int] | None = None
+    """``--shard K/N``: check only the K-th (1-based) of N balanced, disjoint shares."""

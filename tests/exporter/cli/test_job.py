@@ -70,3 +70,17 @@ def test_dynamic_flags_become_a_dynamic_shapes_spec(models):
     assert report.ok, report.error
     assert list(report.range_constraints.values()) == [[2, 32]]
     assert report.signature["inputs"][-1]["shape"][0] != 2  # symbolic
+
+
+def test_when_an_artifact_fails_no_file_is_written(models, monkeypatch):
+    from exporter.cli import job
+
+    def broken(program, args, kwargs, path):
+        open(path, "w").close()
+        raise RuntimeError("the ONNX exporter gave up")
+
+    monkeypatch.setattr(job, "build_onnx", broken)
+    report = run_export(ExportSettings("unit_models.py:Net", onnx="net.onnx"))
+    assert not report.ok and "the ONNX exporter gave up" in report.error.message
+    assert sorted(p.name for p in models.iterdir() if p.name != "__pycache__") == ["unit_models.py"]
+    assert [a.kind for a in report.artifacts] == ["program"]

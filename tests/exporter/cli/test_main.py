@@ -460,3 +460,93 @@ def test_bad_dynamic_flags_exit_2(workdir, flag, message):
     result = run(TRANSFORMER, "--dynamic", flag, cwd=workdir)
     assert result.returncode == 2, out(result)
     assert re.search(message, flat(result)), out(result)
+
+
+# -- artifacts: core ATen, AOTInductor, ONNX ---------------------------------------------------
+
+
+def test_decompose_core_saves_core_aten_and_the_report_says_so(workdir):
+    result = run("models.py:Net", "--decompose", "core", "--verify", "--json", "r.json", cwd=workdir)
+    assert result.returncode == 0, out(result)
+    report = json.loads((workdir / "r.json").read_text())
+    assert report["ir"] == "core-aten" and "aten.addmm.default" in report["ops"] and "aten.linear.default" not in report["ops"]
+    (program,) = report["artifacts"]
+    assert program["kind"] == "program" and program["ir"] == "core-aten" and program["verification"]["passed"]
+    assert program["path"] == report["output_file"] and program["bytes"] == os.path.getsize(report["output_file"])
+    assert "program (core ATen)" in out(result) and "decompose" in report["timings"]
+    saved = torch.export.load(workdir / "Net.pt2")
+    assert "aten.linear.default" not in {str(n.target) for n in saved.graph.nodes}
+    plain = run("models.py:Net", "--json", "plain.json", "-q", cwd=workdir)
+    assert plain.returncode == 0 and json.loads((workdir / "plain.json").read_text())["ir"] == "aten"
+
+
+def test_onnx_is_converted_run_in_onnxruntime_and_reported(workdir):
+    pytest.importorskip("onnxscript")
+    pytest.importorskip("onnxruntime")
+    result = run("models.py:Net", "--onnx", "out/net.onnx", "--verify", "--json", "r.json", cwd=workdir)
+    assert result.returncode == 0, out(result)
+    report = json.loads((workdir / "r.json").read_text())
+    assert [a["kind"] for a in report["artifacts"]] == ["program", "onnx"]
+    onnx = report["artifacts"][1]
+    assert onnx["path"] == str(workdir / "out" / "net.onnx") and onnx["bytes"] > 0
+    assert onnx["verification"]["passed"] and [r["inputs"] for r in onnx["verification"]["runs"]] == ["example", "fresh #1", "fresh #2"]
+    assert {"onnx", "onnx.verify"} <= set(report["timings"])
+    text = out(result)
+    assert f"saved {workdir / 'out' / 'net.onnx'}" in text and "ONNX" in text and "torchvision" not in text
+    assert sorted(os.listdir(workdir / "out")) == ["net.onnx"]  # nothing staged left behind
+
+
+def test_onnx_without_the_extra_exits_2_and_says_how_to_install_it(workdir):
+    stub = workdir / "stub" / "onnxruntime"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("raise ImportError('No module named onnxruntime')\n")
+    env = dict(os.environ, COLUMNS="200", PYTHONPATH=str(workdir / "stub"))
+    result = subprocess.run([sys.executable, "-m", "exporter", "models.py:Net", "--onnx", "net.onnx"],
+                            cwd=workdir, capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 2, out(result)
+    assert "--onnx needs onnxruntime, which is not installed" in flat(result)
+    assert "pip install 'exporter[onnx]'" in flat(result)
+    assert not (workdir / "Net.pt2").exists() and not (workdir / "net.onnx").exists()
+
+
+@pytest.mark.slow
+def test_aoti_package_beside_the_program_runs_like_the_model(workdir):
+    result = run("models.py:Net", "-o", "out/net.pt2", "--aoti", "--verify", "--json", "r.json", cwd=workdir)
+    assert result.returncode == 0, out(result)
+    report = json.loads((workdir / "r.json").read_text())
+    aoti = report["artifacts"][1]
+    assert aoti["kind"] == "aoti" and aoti["path"] == str(workdir / "out" / "net.aoti.pt2")
+    assert aoti["verification"]["passed"] and aoti["bytes"] == os.path.getsize(aoti["path"])
+    assert "AOTInductor package" in out(result) and {"aoti", "aoti.verify"} <= set(report["timings"])
+    package = torch._inductor.aoti_load_package(aoti["path"])
+    x = torch.randn(3, 16)
+    program = torch.export.load(workdir / "out" / "net.pt2")
+    torch.testing.assert_close(package(x), program.module()(x))
+
+
+# -- check from [tool.exporter] ----------------------------------------------------------------
+
+
+def test_check_without_models_reads_the_nearest_pyproject_upward(workdir):
+    (workdir / "pyproject.toml").write_text(textwrap.dedent(
+        """
+        [tool.exporter]
+        models = ["models.py:Net", { id = "Net-wide", model = "models.py:Net", init-args = { hidden = 32 }, example-inputs = "inputs.py:pair" }]
+        baseline = "ci/baseline.json"
+        """
+    ))
+    (workdir / "sub" / "deeper").mkdir(parents=True)
+    result = run("check", "--update-baseline", "--json", "r.json", cwd=workdir / "sub" / "deeper")
+    assert result.returncode == 0, out(result)
+    report = json.loads((workdir / "sub" / "deeper" / "r.json").read_text())
+    assert [m["reference"] for m in report["models"]] == ["models.py:Net", "Net-wide"] and "shard" not in report
+    assert report["models"][1]["report"]["inputs"]["leaves"][0]["shape"] == [2, 16]
+    assert report["models"][1]["report"]["model"]["parameters"] == 16 * 32 + 32
+    assert sorted(json.loads((workdir / "ci" / "baseline.json").read_text())["models"]) == ["Net-wide", "models.py:Net"]
+
+    empty = workdir.parent / f"{workdir.name}-elsewhere"  # outside the directory holding the config
+    empty.mkdir()
+    (empty / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    missing = subprocess.run([sys.executable, "-m", "exporter", "check"], cwd=empty, capture_output=True, text=True,
+                             env=dict(os.environ, COLUMNS="200"), timeout=300)
+    assert missing.returncode == 2 and "no MODEL given, and no pyproject.toml with a [tool.exporter] table" in flat(missing)

@@ -11,7 +11,7 @@ def test_the_json_has_every_documented_key():
     report.verification = [Comparison("example", (OutputDiff("output", 0.0, 0.0, True),))]
     data = report.to_json()
     assert list(data) == [
-        "schema", "status", "model", "inputs", "output_file", "timings", "dynamic",
+        "schema", "status", "model", "inputs", "output_file", "ir", "artifacts", "timings", "dynamic",
         "range_constraints", "signature", "ops", "modules", "verification", "draft", "error", "submodules",
         "versions",
     ]
@@ -58,3 +58,15 @@ def test_leaves_are_described_by_kind():
     }
     assert describe_leaf("kwargs['s']", 0.5) == {"path": "kwargs['s']", "kind": "constant", "value": 0.5}
     assert describe_leaf("kwargs['d']", torch.float16)["value"] == "torch.float16"
+
+
+def test_a_report_read_back_from_its_json_keeps_what_verdicts_and_baselines_need():
+    from exporter import Category, ErrorInfo
+
+    error = ErrorInfo("TraceError", Category.DATA_DEPENDENT_CONTROL_FLOW, "it branches", "m.py:3", "use torch.cond")
+    report = ExportReport(ExportSettings("m.py:M"), timings={"total": 2.5}, parameters=7, ops={"aten.add.Tensor": 2},
+                          error=error, versions={"torch": "2.13.0"}, ir="aten")
+    back = ExportReport.from_json(report.to_json())
+    assert (back.settings.model, back.status, back.parameters, back.ops, back.versions, back.ir) == (
+        "m.py:M", "failed", 7, {"aten.add.Tensor": 2}, {"torch": "2.13.0"}, "aten")
+    assert back.error == error and back.exit_code == 1 and back.timings == {"total": 2.5}

@@ -40,3 +40,23 @@ def test_a_written_file_gets_the_mode_a_new_file_gets(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert stat.S_IMODE(os.stat(tmp_path / "r.json").st_mode) == 0o666 & ~mask
+
+
+def test_staged_files_appear_together_on_commit_and_not_at_all_on_discard(tmp_path):
+    from exporter.cli.save import Staging
+
+    staging = Staging()
+    for name in ("a/one.pt2", "two.onnx"):
+        with open(staging.path(str(tmp_path / name)), "w") as f:
+            f.write(name)
+    (tmp_path / "two.onnx").write_text("old")
+    assert not (tmp_path / "a" / "one.pt2").exists() and (tmp_path / "two.onnx").read_text() == "old"
+    staging.commit()
+    assert (tmp_path / "a" / "one.pt2").read_text() == "a/one.pt2" and (tmp_path / "two.onnx").read_text() == "two.onnx"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "two.onnx"]
+
+    dropped = Staging()
+    with open(dropped.path(str(tmp_path / "three.pt2")), "w") as f:
+        f.write("x")
+    dropped.discard()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "two.onnx"]
