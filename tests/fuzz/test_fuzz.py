@@ -9,8 +9,12 @@ strict xfail until exporter is fixed.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -27,13 +31,24 @@ SEEDS = range(100_000, 100_024)
 FINDINGS = sorted((Path(__file__).parent / "findings").glob("[0-9][0-9][0-9]_*.py"))
 
 
+def _reset_dynamo() -> None:
+    # torch.cond compiles its body with Dynamo, whose caches outlive an export and can change
+    # the next one (finding 001): each test starts and ends with them empty, so the seeded
+    # run neither sees nor leaves state for other tests in its xdist worker. The long run
+    # does not reset, which is how 001 was found.
+    if "torch._dynamo" in sys.modules:
+        torch._dynamo.reset()
+
+
 @pytest.fixture(autouse=True)
 def _quiet():
+    _reset_dynamo()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         logging.disable(logging.WARNING)
         yield
         logging.disable(logging.NOTSET)
+    _reset_dynamo()
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -49,13 +64,35 @@ def test_seeded_program(seed):
 
 def _finding_param(path: Path):
     reason = re.search(r'"""(.*?)"""', path.read_text(), re.S).group(1).strip().splitlines()[0]
-    return pytest.param(path, id=path.stem, marks=pytest.mark.xfail(strict=True, reason=reason))
+    return pytest.param(
+        path, id=path.stem, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)
+    )
+
+
+_FRESH_PROCESS = """
+import json, sys, warnings, logging
+warnings.simplefilter("ignore"); logging.disable(logging.WARNING)
+from tests.fuzz.runner import check_source, load_program
+source = open(sys.argv[1]).read()
+for first in getattr(load_program(source), "RUN_FIRST", ()):
+    check_source(first)
+outcome = check_source(source)
+print(json.dumps([outcome.klass, outcome.finding, outcome.detail]))
+"""
 
 
 @pytest.mark.parametrize("path", [_finding_param(p) for p in FINDINGS])
 def test_finding_is_fixed(path):
-    outcome = check_source(path.read_text())
-    assert not outcome.finding, f"{outcome.klass}: {outcome.detail}"
+    """In a fresh process (a finding may need other programs run first: ``RUN_FIRST``)."""
+    root = Path(__file__).parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", _FRESH_PROCESS, str(path)], cwd=root, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    if done.returncode != 0:  # a broken check is an error, not the expected failure
+        raise RuntimeError(done.stderr[-3000:])
+    klass, finding, detail = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not finding, f"{klass}: {detail}"
 
 
 def test_programs_are_deterministic_and_shape_correct_by_construction():
