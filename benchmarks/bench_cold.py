@@ -8,11 +8,11 @@ Run from the repository root:
 
 Each command runs once untimed (a warm-up: the OS file cache, and Python's bytecode cache
 written if missing), then ``repeats`` times, the commands taking turns so machine noise
-falls on all of them evenly; the table shows each command's median wall time and its
-ratio to the median of ``python -c "import torch"``.  The processes run in a scratch
-directory (the CLI writes its ``.pt2`` there) with ``PYTHONDONTWRITEBYTECODE`` removed
-from their environment: a user's Python caches bytecode, and cold start without the
-cache measures the compiler instead.
+falls on all of them evenly; the table shows each command's median time and its ratio to
+the median of ``python -c "import torch"``, in wall time and in CPU time (the steadier of
+the two on a shared machine).  The processes run in a scratch directory (the CLI writes
+its ``.pt2`` there) with ``PYTHONDONTWRITEBYTECODE`` removed from their environment: a
+user's Python caches bytecode, and cold start without the cache measures the compiler.
 
 ``cold_start_rows(repeats)`` returns the rows as data for other benchmarks.
 """
@@ -24,6 +24,7 @@ import json
 import os
 import pathlib
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -60,27 +61,39 @@ def _environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def _run(args: tuple[str, ...], cwd: str, env: dict[str, str]) -> float:
-    start = time.perf_counter()
+def _cpu_of_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _run(args: tuple[str, ...], cwd: str, env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one process.  CPU time is the steadier figure on a
+    machine other jobs share: waiting for a core counts in wall time only."""
+    start, cpu = time.perf_counter(), _cpu_of_children()
     done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, _cpu_of_children() - cpu
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(args)!r} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
-    return elapsed
+    return elapsed, cpu
 
 
 def cold_start_rows(repeats: int) -> list[dict[str, Any]]:
-    """One row per command: ``command``, ``median_s``, ``min_s``, ``runs`` (every time, in
-    seconds) and ``ratio`` (median over the median of ``import torch``)."""
+    """One row per command: ``command``, ``median_s``, ``min_s``, ``runs`` (every wall time,
+    in seconds), ``ratio`` (median over the median of ``import torch``), and the same of the
+    processes' CPU time: ``cpu_median_s``, ``cpu_runs``, ``cpu_ratio``."""
     env = _environment()
     times: dict[str, list[float]] = {label: [] for label, _ in COMMANDS}
+    cpu: dict[str, list[float]] = {label: [] for label, _ in COMMANDS}
     with tempfile.TemporaryDirectory(prefix="bench_cold_") as cwd:
         for _, args in COMMANDS:
             _run(args, cwd, env)
         for _ in range(repeats):
             for label, args in COMMANDS:
-                times[label].append(_run(args, cwd, env))
+                wall, used = _run(args, cwd, env)
+                times[label].append(wall)
+                cpu[label].append(used)
     baseline = statistics.median(times[COMMANDS[0][0]])
+    cpu_baseline = statistics.median(cpu[COMMANDS[0][0]])
     return [
         {
             "command": label,
@@ -88,6 +101,9 @@ def cold_start_rows(repeats: int) -> list[dict[str, Any]]:
             "min_s": min(runs),
             "runs": runs,
             "ratio": statistics.median(runs) / baseline,
+            "cpu_median_s": statistics.median(cpu[label]),
+            "cpu_runs": cpu[label],
+            "cpu_ratio": statistics.median(cpu[label]) / cpu_baseline,
         }
         for label, runs in times.items()
     ]
@@ -95,11 +111,18 @@ def cold_start_rows(repeats: int) -> list[dict[str, Any]]:
 
 def _table(rows: list[dict[str, Any]]) -> str:
     width = max(len(r["command"]) for r in rows)
-    lines = [f"{'command':<{width}}  median s  min s  x import torch"]
-    lines += [f"{r['command']:<{width}}  {r['median_s']:8.2f}  {r['min_s']:5.2f}  {r['ratio']:14.2f}" for r in rows]
+    lines = [f"{'command':<{width}}  median s  min s  x import torch  CPU s  CPU x import torch"]
+    lines += [
+        f"{r['command']:<{width}}  {r['median_s']:8.2f}  {r['min_s']:5.2f}  {r['ratio']:14.2f}"
+        f"  {r['cpu_median_s']:5.2f}  {r['cpu_ratio']:18.2f}"
+        for r in rows
+    ]
     by_label = {r["command"]: r for r in rows}
     one, three = by_label["exporter check, 1 model"], by_label["exporter check, 3 models"]
-    lines.append(f"check, 3 models / 1 model: {three['median_s'] / one['median_s']:.2f}")
+    lines.append(
+        f"check, 3 models / 1 model: {three['median_s'] / one['median_s']:.2f} wall, "
+        f"{three['cpu_median_s'] / one['cpu_median_s']:.2f} CPU"
+    )
     return "\n".join(lines)
 
 
