@@ -86,6 +86,7 @@ def export(
     dynamic_shapes: Any = None,
     strict: bool = False,
     preserve_module_call_signature: tuple[str, ...] = (),
+    prefer_deferred_runtime_asserts_over_guards: bool = False,
     draft: bool = False,
     experts_implementation: str | None = None,
 ) -> torch.export.ExportedProgram:
@@ -102,7 +103,9 @@ def export(
     ``dynamic_shapes``; ``strict`` (exporter is non-strict: ``strict=True`` is refused);
     ``preserve_module_call_signature``, paths of submodules whose calling convention the
     program keeps in its module call graph, so ``torch.export.unflatten`` rebuilds them
-    callable and swappable as they were.
+    callable and swappable as they were; ``prefer_deferred_runtime_asserts_over_guards``,
+    size conditions that decide no branch (a ``reshape`` needing a multiple of 4) become
+    runtime asserts in the program instead of constraint errors.
 
     ``draft=True``: where the export would stop on a data-dependent branch or loop, an
     operator without a fake kernel, or a ``dynamic_shapes`` spec the model does not fit,
@@ -130,6 +133,7 @@ def export(
         dynamic_shapes=dynamic_shapes,
         strict=strict,
         preserve_module_call_signature=preserve_module_call_signature,
+        prefer_deferred_runtime_asserts_over_guards=prefer_deferred_runtime_asserts_over_guards,
         draft=draft,
         experts_implementation=experts_implementation,
     )[0]
@@ -143,6 +147,7 @@ def export_timed(
     dynamic_shapes: Any = None,
     strict: bool = False,
     preserve_module_call_signature: tuple[str, ...] = (),
+    prefer_deferred_runtime_asserts_over_guards: bool = False,
     draft: bool = False,
     experts_implementation: str | None = None,
 ) -> tuple[torch.export.ExportedProgram, dict[str, float]]:
@@ -159,7 +164,7 @@ def export_timed(
     plan = plan_dynamic_shapes(model, bound, dynamic_shapes) if dynamic_shapes is not None else None
     timer.lap("inputs")
     with experts_implementation_applied(model, experts_implementation):
-        state = _trace(model, bound, plan, draft, preserve_module_call_signature)
+        state = _trace(model, bound, plan, draft, preserve_module_call_signature, prefer_deferred_runtime_asserts_over_guards)
         timer.lap("trace")
         try:
             check_constraints(state)
@@ -169,7 +174,7 @@ def export_timed(
             # as torch.export.draft_export does: every declared dim becomes Dim.AUTO in its range
             log.info("draft export: the model does not fit dynamic_shapes; tracing again with Dim.AUTO")
             relaxed = plan_dynamic_shapes(model, bound, relaxed_dynamic_shapes(model, bound, dynamic_shapes))
-            state = _trace(model, bound, relaxed, draft, preserve_module_call_signature)
+            state = _trace(model, bound, relaxed, draft, preserve_module_call_signature, prefer_deferred_runtime_asserts_over_guards)
             check_constraints(state)
             state.assumptions += _shape_assumptions(e)
     timer.lap("constraints")
@@ -199,10 +204,12 @@ def export_timed(
     return program, timer.timings
 
 
-def _trace(model: torch.nn.Module, bound: BoundInputs, plan: Any, draft: bool, preserved: tuple[str, ...]) -> ExportState:
+def _trace(
+    model: torch.nn.Module, bound: BoundInputs, plan: Any, draft: bool, preserved: tuple[str, ...], deferred: bool
+) -> ExportState:
     try:
         with recording_calls(model, preserved) as calls:
-            state = trace(model, bound, plan, draft=draft)
+            state = trace(model, bound, plan, draft=draft, deferred_asserts=deferred)
         state.preserved_calls = [call for graph, call in calls if graph is state.gm.graph]
         return state
     except TraceError as e:

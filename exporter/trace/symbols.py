@@ -88,15 +88,24 @@ class _ShapeEnv(ShapeEnv):
         return frame
 
 
-def new_fake_mode(root: torch.nn.Module) -> FakeTensorMode:
-    """A FakeTensorMode for exporting ``root``, with a ShapeEnv that records guards."""
+def new_fake_mode(root: torch.nn.Module, *, deferred_asserts: bool = False) -> FakeTensorMode:
+    """A FakeTensorMode for exporting ``root``, with a ShapeEnv that records guards.
+
+    ``deferred_asserts``: conditions on sizes that need not decide control flow become
+    runtime asserts in the program instead of guards (torch.export's
+    ``prefer_deferred_runtime_asserts_over_guards``)."""
     code = getattr(type(root).forward, "__code__", None)
     co_fields = (
         {"co_name": code.co_name, "co_filename": code.co_filename, "co_firstlineno": code.co_firstlineno}
         if code is not None
         else {}
     )
-    shape_env = _ShapeEnv(tracked_fakes=[], co_fields=co_fields, trace_asserts=True)
+    shape_env = _ShapeEnv(
+        tracked_fakes=[],
+        co_fields=co_fields,
+        trace_asserts=True,
+        prefer_deferred_runtime_asserts_over_guards=deferred_asserts,
+    )
     return FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True, export=True)
 
 

@@ -411,8 +411,10 @@ class _Traced:
     recorded: _Recorded
 
 
-def _trace_once(root, state_inputs: StateInputs, bound, labels, plan, *, functionalized: bool, draft: bool) -> _Traced:
-    fake_mode = new_fake_mode(root)
+def _trace_once(
+    root, state_inputs: StateInputs, bound, labels, plan, *, functionalized: bool, draft: bool, deferred_asserts: bool
+) -> _Traced:
+    fake_mode = new_fake_mode(root, deferred_asserts=deferred_asserts)
     if draft:
         record_assumption_sites(fake_mode.shape_env)
     fakes = fake_inputs(fake_mode, state_inputs.values, bound, plan)
@@ -432,6 +434,7 @@ def trace(
     *,
     always_functionalize: bool = False,
     draft: bool = False,
+    deferred_asserts: bool = False,
 ) -> ExportState:
     """Trace ``root`` on ``bound`` inputs into an ExportState holding functional ATen.
 
@@ -448,6 +451,9 @@ def trace(
     ``draft``: fake tensors carry real values; where the trace needs a tensor's value or an
     operator has no fake kernel, the example inputs decide, and ``state.assumptions`` lists
     each such place (see ``draft.py``).
+
+    ``deferred_asserts``: size conditions that decide no control flow become runtime
+    asserts in the program rather than guards (see ``new_fake_mode``).
     """
     state_inputs = collect_state(root)
     parameters, buffers = list(state_inputs.parameters), list(state_inputs.buffers)
@@ -466,12 +472,18 @@ def trace(
             traced = None
             if not always_functionalize:
                 try:
-                    traced = _trace_once(root, state_inputs, bound, labels, plan, functionalized=False, draft=draft)
+                    traced = _trace_once(
+                        root, state_inputs, bound, labels, plan, functionalized=False, draft=draft,
+                        deferred_asserts=deferred_asserts,
+                    )
                 except _NeedsFunctionalization as why:
                     log.debug("tracing again, functionalized: %s", why)
                     watch.functionalized = True
             if traced is None:
-                traced = _trace_once(root, state_inputs, bound, labels, plan, functionalized=True, draft=draft)
+                traced = _trace_once(
+                    root, state_inputs, bound, labels, plan, functionalized=True, draft=draft,
+                    deferred_asserts=deferred_asserts,
+                )
     except ExportError:
         raise
     except Exception as e:
