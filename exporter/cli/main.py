@@ -240,7 +240,11 @@ def _check_main(argv: list[str]) -> int:
             results = run_check(settings, lambda ref, finished: stage(f"exported {finished}, last {ref}"))
     except InputSpecError as e:
         return _input_error(console, e)
-    return _check_outcome(results, args, console, check_json(results, settings.shard, [m.reference for m in settings.models]))
+    title = "exporter check"
+    if settings.shard is not None:
+        title += f", shard {settings.shard[0]}/{settings.shard[1]}: {len(results)} of {len(settings.models)} models"
+    summary = check_json(results, settings.shard, [m.reference for m in settings.models])
+    return _check_outcome(results, args, console, summary, title)
 
 
 def _check_settings(args: argparse.Namespace) -> CheckSettings:
@@ -275,7 +279,7 @@ def _check_settings(args: argparse.Namespace) -> CheckSettings:
     )
 
 
-def _check_outcome(results, args: argparse.Namespace, console: Console, summary: dict) -> int:
+def _check_outcome(results, args: argparse.Namespace, console: Console, summary: dict, title: str = "exporter check") -> int:
     """Write --junit and --json, print the table (or the verdict line), return the exit code."""
     if args.junit:
         write_junit(args.junit, results)
@@ -284,7 +288,7 @@ def _check_outcome(results, args: argparse.Namespace, console: Console, summary:
     if args.quiet:
         console.print(f"{sum(r.passed for r in results)}/{len(results)} models passed", highlight=False)
     else:
-        render_check(results, console)
+        render_check(results, console, title=title)
     return check_exit_code(results)
 
 
@@ -305,7 +309,7 @@ def _merge_main(argv: list[str]) -> int:
             save_baseline(args.baseline, baseline)
     except InputSpecError as e:
         return _input_error(console, e)
-    return _check_outcome(results, args, console, merged)
+    return _check_outcome(results, args, console, merged, f"exporter check, merged from {len(args.shards)} shard file(s)")
 
 
 def main(argv: list[str] | None = None) -> int:

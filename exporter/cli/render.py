@@ -341,9 +341,9 @@ def render_error(error: ErrorInfo, console: Console, *, verbose: bool = False) -
     console.print(Panel(Group(*body), title=Text(label, style="bold red"), title_align="left", border_style="red"))
 
 
-def render_check(results, console: Console) -> None:
+def render_check(results, console: Console, *, title: str = "exporter check") -> None:
     """The check table (model, status, ops, params, time, drift) and the details of failures."""
-    console.print(Text("exporter check", style="bold"))
+    console.print(Text(title, style="bold"))
     table = Table()
     for column in ("model", "status", "ops", "params", "time", "drift"):
         table.add_column(column, justify="right" if column in ("ops", "params", "time") else "left")

@@ -64,6 +64,9 @@ def test_shards_cover_every_model_once_and_merge_into_the_unsharded_run(models, 
     assert _without_timings(json.loads((models / "merged-baseline.json").read_text())["models"]) == _without_timings(recorded)
     table = capsys.readouterr().out
     assert "4/5 models passed" in table and "unit_models.py:Branchy: data-dependent control flow" in table
+    assert "exporter check, merged from 3 shard file(s)" in table
+    main(["check", "--shard", "2/3"])
+    assert f"exporter check, shard 2/3: {len(shards[1]['models'])} of 5 models" in capsys.readouterr().out
 
 
 def _shard(index, count, references, models=None):
