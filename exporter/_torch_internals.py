@@ -107,10 +107,12 @@ __all__ = [
     "compare_tensor_meta",
     "constant_source",
     "fake_utils",
+    "forget_compiled",
     "real_tensor_propagation",
     "runtime_check",
     "has_composite_kernel",
     "has_effects",
+    "hop_compile_module",
     "insert_deferred_runtime_asserts",
     "is_traceable_wrapper_subclass",
     "int_oo",
@@ -422,3 +424,19 @@ def aoti_load_package(package_path: str) -> Any:
     from torch._inductor import aoti_load_package as load
 
     return load(package_path)
+
+
+# -- higher-order-op bodies -----------------------------------------------------------------
+
+
+def hop_compile_module() -> Any:
+    """The module whose ``_hop_compile_and_call`` compiles a higher-order op's body (cond,
+    while_loop, map, scan) with Dynamo."""
+    import torch._higher_order_ops.utils as hop_utils
+
+    return hop_utils
+
+
+def forget_compiled(code: Any) -> None:
+    """Drop every compiled entry Dynamo cached for ``code`` (it compiles again when next called)."""
+    torch._C._dynamo.eval_frame.reset_code(code)

@@ -30,6 +30,10 @@ while_loop), when Dynamo is loaded     dynamic shapes on re-compiles, scalar out
 ``math.pow``
 ``Tensor.__getitem__`` with sizes,     the ``__getitem__`` and ``torch.tensor`` rewrites of
 ``torch.tensor`` of sizes              ``_NonStrictTorchFunctionHandler``
+higher-order-op bodies Dynamo          (none: torch.export's traces leave no entry a later
+compiled during the trace forgotten    trace would match) a cached body's size guards, looked
+afterwards                             up in the next trace, would be evaluated on its
+                                       symbolic sizes and recorded as its guards
 draft traces only: real tensors        ``torch.export.draft_export``'s functorch config;
 propagated, and the fake/real          its fake/real check compares a data-dependent
 storage-offset check without guards    storage offset with ``!=``, which pins the size to
@@ -62,7 +66,9 @@ from .._torch_internals import (
     enable_python_dispatcher,
     fake_impls,
     fake_utils,
+    forget_compiled,
     free_unbacked_symbols,
+    hop_compile_module,
     loaded_dynamo_config,
     module_stack_tracer,
     real_tensor_propagation,
@@ -110,6 +116,7 @@ def tracing_patches(on_node: NodeHook | None = None, *, draft: bool = False) -> 
         stack.enter_context(_node_recording(on_node))
         stack.enter_context(use_lazy_graph_module(True))
         stack.enter_context(_dynamo_config_for_bodies())
+        stack.enter_context(_hop_bodies_forgotten())
         stack.enter_context(_python_semantics())
         yield
 
@@ -165,6 +172,33 @@ def _dynamo_config_for_bodies() -> Iterator[None]:
         return
     with config.patch({k: v for k, v in _DYNAMO_CONFIG_FOR_BODIES.items() if hasattr(config, k)}):
         yield
+
+
+@contextlib.contextmanager
+def _hop_bodies_forgotten() -> Iterator[None]:
+    # torch.cond (and while_loop, map, scan) compile a wrapper of their body with Dynamo,
+    # and Dynamo caches the result on the wrapper's code object, guarded on the operands'
+    # sizes.  A later export looking that entry up evaluates those guards on its own
+    # symbolic sizes, which records them (`s0 != 4`) as if the model had needed them: the
+    # same cond model exported static, then dynamic, failed with a ConstraintError.  What
+    # this trace compiled is forgotten when it ends (an eager call recompiles it).
+    hop_utils = hop_compile_module()
+    original = hop_utils._hop_compile_and_call
+    compiled = set()
+
+    def compile_and_call(fn, args, kwargs=None):
+        code = getattr(fn, "__code__", None)
+        if code is not None:
+            compiled.add(code)
+        return original(fn, args, kwargs)
+
+    hop_utils._hop_compile_and_call = compile_and_call
+    try:
+        yield
+    finally:
+        hop_utils._hop_compile_and_call = original
+        for code in compiled:
+            forget_compiled(code)
 
 
 @contextlib.contextmanager

@@ -1,10 +1,13 @@
 """A model with torch.cond exported static, then dynamic, in one process (issue 12's fuzz
-finding 001 in the form a serving pipeline meets it)."""
+finding 001 in the form a serving pipeline meets it).
+
+The cond bodies Dynamo compiled for the first export used to stay cached; the second
+trace's cache lookup evaluated their size guards on its symbolic size and recorded
+``s0 != 4``, a ConstraintError.  A fresh process, since Dynamo's caches are process-wide."""
 
 import subprocess
 import sys
 
-import pytest
 
 SCRIPT = """
 import torch, exporter
@@ -29,12 +32,6 @@ print("ok")
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the cond bodies Dynamo compiled for the static export stay cached; looking them up "
-    "in the dynamic trace evaluates their size guard (x.size(0) == 4) on the symbolic size "
-    "and records s0 != 4 as a guard, a ConstraintError (torch.export in the same process exports it)",
-)
 def test_a_dynamic_export_after_a_static_one_of_the_same_cond_model():
     result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
     assert result.stdout.strip().endswith("ok"), result.stderr[-3000:]

@@ -4,7 +4,8 @@ Each seed is one generated program checked against eager and torch.export
 (``runner.check_source``); a finding fails the test with the program's source and the
 command that shrinks it. The long run is ``python -m tests.fuzz.run``
 (README, "Fuzzing"). Every shrunk finding under ``findings/`` is checked too, as a
-strict xfail until exporter is fixed.
+strict xfail until exporter is fixed; a finding with a ``FIXED = "..."`` line is a
+regression test.
 """
 
 from __future__ import annotations
@@ -63,7 +64,10 @@ def test_seeded_program(seed):
 
 
 def _finding_param(path: Path):
-    reason = re.search(r'"""(.*?)"""', path.read_text(), re.S).group(1).strip().splitlines()[0]
+    text = path.read_text()
+    if re.search(r"^FIXED = ", text, re.M):  # fixed: the finding is a regression test now
+        return pytest.param(path, id=path.stem)
+    reason = re.search(r'"""(.*?)"""', text, re.S).group(1).strip().splitlines()[0]
     return pytest.param(
         path, id=path.stem, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)
     )

@@ -159,3 +159,32 @@ def test_dynamo_config_for_compiled_bodies_is_set_only_while_tracing():
         assert dynamo_config.automatic_dynamic_shapes is False
         assert dynamo_config.capture_scalar_outputs is True
     assert (dynamo_config.automatic_dynamic_shapes, dynamo_config.capture_scalar_outputs) == before
+
+
+def test_cond_bodies_compiled_during_an_export_are_forgotten_after_it():
+    import sys
+    import types
+
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    import exporter
+
+    def on_true(a):
+        return a.cos()
+
+    def on_false(a):
+        return a.sin()
+
+    class Branchy(torch.nn.Module):
+        def forward(self, x):
+            return torch.cond(x.sum() > 0, on_true, on_false, (x,))
+
+    cond_module = sys.modules["torch._higher_order_ops.cond"]
+    (wrapper,) = [
+        c for c in cond_module.cond.__code__.co_consts
+        if isinstance(c, types.CodeType) and c.co_name == "_cond_op_wrapper"
+    ]
+    exporter.export(Branchy(), (torch.randn(4, 3),))
+    assert _debug_get_cache_entry_list(wrapper) == []  # nothing left for a later export to look up
+    Branchy()(torch.randn(4, 3))  # eager cond still compiles and runs
+    assert len(_debug_get_cache_entry_list(wrapper)) == 1
