@@ -132,7 +132,8 @@ def _attention_mask_fits(query, key, value=None, attn_mask=None, *args, **kwargs
     runs, and cannot compare unbacked ones.  torch.export's trace reaches the same
     comparison through the math kernel's broadcasting ``add``, which records exactly these
     equalities as runtime assertions; recording them first gives the program the same
-    checks.  Sizes that may be 1 (broadcast) are left alone.
+    checks.  As in torch's broadcasting, a data-dependent size is taken to be the full
+    length, never a broadcast 1.
     """
     if not isinstance(attn_mask, torch.Tensor) or attn_mask.dim() < 2:
         return False
