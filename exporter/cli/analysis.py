@@ -1,4 +1,9 @@
-"""What a report says about a program: signature rows, op counts, module tree, ranges, versions."""
+"""What a report says about a program: signature rows, op counts, module tree, ranges, versions.
+
+Sizes are written in the user's own Dim names (``[batch, 2*seq]``) wherever the
+``dynamic_shapes`` plan names them, and user inputs and outputs by their pytree paths
+(``input_ids``, ``past_key_values[0].key``, ``logits``).
+"""
 
 from __future__ import annotations
 
@@ -7,39 +12,218 @@ import platform
 from collections import Counter
 from typing import Any
 
+import sympy
 import torch
+import torch.utils._pytree as pytree
+from torch.export.graph_signature import InputKind, OutputKind
 
 from .._ir import graph_modules
 
-__all__ = ["library_versions", "module_op_counts", "op_histogram", "range_rows", "signature_rows"]
+__all__ = [
+    "dim_rows",
+    "leaf_path",
+    "library_versions",
+    "module_op_counts",
+    "op_histogram",
+    "output_path",
+    "output_paths",
+    "range_rows",
+    "signature_rows",
+    "state_groups",
+    "symbol_names",
+]
 
 
-def _value_meta(val: Any) -> dict[str, Any]:
+def leaf_path(path: tuple[Any, ...]) -> str:
+    """A pytree key path as the user writes it: ``logits``, ``past_key_values[0].key``,
+    ``inputs['mask']``; a leading string key is the bare name (a forward() parameter, or a
+    field of a returned dict or ModelOutput)."""
+    text = ""
+    for i, key in enumerate(path):
+        if isinstance(key, pytree.SequenceKey):
+            text += f"[{key.idx}]"
+        elif isinstance(key, pytree.GetAttrKey):
+            text += f".{key.name}" if text else key.name
+        elif isinstance(key, pytree.MappingKey):
+            text += key.key if i == 0 and isinstance(key.key, str) else f"[{key.key!r}]"
+        else:
+            text += str(key)
+    return text
+
+
+def output_path(path: tuple[Any, ...]) -> str:
+    """An output leaf's path: ``logits``, ``output[0]`` (a tuple's element), ``output`` (the only one)."""
+    text = leaf_path(path)
+    return "output" + text if not text or text.startswith("[") else text
+
+
+def output_paths(program: torch.export.ExportedProgram) -> list[str]:
+    """The pytree path of every user output (``logits``), from the program's output spec;
+    ``output[i]`` for any leaf the spec cannot name."""
+    n = sum(spec.kind is OutputKind.USER_OUTPUT for spec in program.graph_signature.output_specs)
+    fallback = [f"output[{i}]" for i in range(n)] if n > 1 else ["output"] * n
+    entries = program.module_call_graph
+    spec = entries[0].signature.out_spec if entries and entries[0].signature is not None else None
+    if spec is None:
+        return fallback
+    try:
+        placeholders = pytree.tree_unflatten([object() for _ in range(spec.num_leaves)], spec)
+        paths = [output_path(path) for path, _ in pytree.tree_flatten_with_path(placeholders)[0]]
+    except Exception:  # noqa: BLE001 - a container that cannot be rebuilt or keyed: numbered instead
+        return fallback
+    return paths if len(paths) == n else fallback
+
+
+def _user_input_nodes(program: torch.export.ExportedProgram) -> list[Any]:
+    """The placeholder (or None, for a constant input) of each user input, in flat input order."""
+    nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    return [
+        nodes.get(getattr(spec.arg, "name", None))
+        for spec in program.graph_signature.input_specs
+        if spec.kind is InputKind.USER_INPUT
+    ]
+
+
+def symbol_names(program: torch.export.ExportedProgram, plan: Any) -> dict[sympy.Symbol, str]:
+    """The user's Dim name of each size symbol the ``dynamic_shapes`` plan names: a named Dim's
+    symbol is its name; a derived Dim's (``2*seq``) is its expression, or, when the program
+    writes the size as an expression in its root's symbol, that symbol is the root's name."""
+    names: dict[sympy.Symbol, str] = {}
+    if plan is None:
+        return names
+    nodes = _user_input_nodes(program)
+    for leaf, dims in plan.requests.items():
+        node = nodes[leaf] if leaf < len(nodes) else None
+        val = node.meta.get("val") if node is not None else None
+        if not isinstance(val, torch.Tensor):
+            continue
+        for index, request in dims.items():
+            size = val.shape[index] if index < val.dim() else None
+            if not isinstance(size, torch.SymInt) or request.name is None:
+                continue
+            expr = size.node.expr
+            if isinstance(expr, sympy.Symbol):
+                names.setdefault(expr, request.name)
+            elif request.root is not None and len(expr.free_symbols) == 1:
+                names.setdefault(next(iter(expr.free_symbols)), request.root)
+    return names
+
+
+def expr_text(expr: Any, names: dict[sympy.Symbol, str]) -> str:
+    """A size expression in the user's names: ``2*seq`` for ``2*s53``."""
+    if not isinstance(expr, sympy.Expr) or not names:
+        return str(expr)
+    return str(expr.xreplace({s: sympy.Symbol(names[s]) for s in expr.free_symbols if s in names}))
+
+
+def _size(size: Any, names: dict[sympy.Symbol, str]) -> int | str:
+    if isinstance(size, int):
+        return size
+    if isinstance(size, torch.SymInt):
+        return expr_text(size.node.expr, names)
+    return str(size)
+
+
+def _value_meta(val: Any, names: dict[sympy.Symbol, str]) -> dict[str, Any]:
     if isinstance(val, torch.Tensor):
-        return {"shape": [int(s) if isinstance(s, int) else str(s) for s in val.shape], "dtype": str(val.dtype).replace("torch.", "")}
+        return {"shape": [_size(s, names) for s in val.shape], "dtype": str(val.dtype).replace("torch.", "")}
     if isinstance(val, torch.SymInt):
         return {"shape": None, "dtype": "SymInt"}
     return {"shape": None, "dtype": type(val).__name__}
 
 
-def signature_rows(program: torch.export.ExportedProgram) -> dict[str, list[dict[str, Any]]]:
-    """Input and output specs as plain rows: kind, name, target, persistent, shape, dtype."""
+def signature_rows(
+    program: torch.export.ExportedProgram,
+    names: dict[sympy.Symbol, str] | None = None,
+    input_paths: list[str] | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Input and output specs as plain rows: kind, name, target, persistent, shape, dtype, and
+    for user inputs and outputs their pytree ``path`` (inputs: ``input_paths``, one per flat
+    user input, rooted at the forward() parameter names)."""
+    names = names or {}
     nodes = {n.name: n for n in program.graph.nodes}
+    paths = {"inputs": iter(input_paths or []), "outputs": iter(output_paths(program))}
 
-    def row(spec) -> dict[str, Any]:
+    def row(spec, side: str) -> dict[str, Any]:
         name = getattr(spec.arg, "name", "")
         node = nodes.get(name)
         val = node.meta.get("val") if node is not None else getattr(spec.arg, "value", None)
         out = {"kind": spec.kind.name, "name": name, "target": spec.target}
+        if spec.kind in (InputKind.USER_INPUT, OutputKind.USER_OUTPUT):
+            path = next(paths[side], None)
+            if path is not None:
+                out["path"] = path
         if getattr(spec, "persistent", None) is not None:
             out["persistent"] = spec.persistent
         if not isinstance(val, (torch.Tensor, torch.SymInt)):
             out["value"] = val if isinstance(val, (int, float, bool, str, type(None))) else repr(val)
-        out.update(_value_meta(val))
+        out.update(_value_meta(val, names))
+        if isinstance(val, torch.Tensor) and spec.kind not in (InputKind.USER_INPUT, OutputKind.USER_OUTPUT):
+            out["numel"] = val.numel()
+            out["bytes"] = val.numel() * val.element_size()
         return out
 
     sig = program.graph_signature
-    return {"inputs": [row(s) for s in sig.input_specs], "outputs": [row(s) for s in sig.output_specs]}
+    return {
+        "inputs": [row(s, "inputs") for s in sig.input_specs],
+        "outputs": [row(s, "outputs") for s in sig.output_specs],
+    }
+
+
+_STATE_KINDS = ("PARAMETER", "BUFFER", "CONSTANT_TENSOR", "CUSTOM_OBJ", "TOKEN")
+
+
+def _group_parts(target: str, depth: int, collapse: bool) -> tuple[str, ...]:
+    """The module subtree a state tensor is counted in: its module path, with ``collapse`` cut
+    after the first numbered child (every layer of a stack in one group), cut to ``depth`` parts."""
+    parts = target.split(".")[:-1]
+    if collapse:
+        for i, part in enumerate(parts):
+            if part.isdigit():
+                parts = [*parts[:i], "#"]
+                break
+    return tuple(parts[:depth])
+
+
+def _group_name(parts: tuple[str, ...], indices: set[int]) -> str:
+    if parts and parts[-1] == "#":
+        low, high = min(indices), max(indices)
+        span = f"{low}-{high}" if len(indices) == high - low + 1 and high > low else "*" if len(indices) > 1 else str(low)
+        parts = (*parts[:-1], span)
+    return ".".join(parts) or "(root)"
+
+
+def state_groups(signature: dict[str, list[dict[str, Any]]], limit: int = 12) -> list[dict[str, Any]]:
+    """Parameters, buffers and constants summed per module subtree, at most ``limit`` groups
+    (shallower subtrees until they fit): count per kind, tensors, elements, bytes, dtypes.
+    A stack of numbered layers is one group (``model.layers.0-31``)."""
+    rows = [r for r in signature.get("inputs", []) if r["kind"] in _STATE_KINDS]
+    deepest = max((len((r["target"] or "").split(".")) for r in rows), default=0)
+    # Each module on its own if they fit; else stacks of layers as one; else shallower subtrees.
+    for collapse, depth in [(False, deepest), *((True, d) for d in range(deepest, 0, -1))]:
+        groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for row in rows:
+            groups.setdefault(_group_parts(row["target"] or "", depth, collapse), []).append(row)
+        if len(groups) <= limit:
+            break
+    result = []
+    for parts, members in groups.items():
+        indices = set()
+        if parts and parts[-1] == "#":
+            prefix = len(parts) - 1
+            indices = {int(m["target"].split(".")[prefix]) for m in members}
+        kinds = Counter(m["kind"] for m in members)
+        result.append(
+            {
+                "group": _group_name(parts, indices),
+                "kinds": {kind.lower(): kinds[kind] for kind in _STATE_KINDS if kinds[kind]},
+                "tensors": len(members),
+                "elements": sum(m.get("numel") or 0 for m in members),
+                "bytes": sum(m.get("bytes") or 0 for m in members),
+                "dtypes": sorted({m["dtype"] for m in members if m.get("dtype")}),
+            }
+        )
+    return result
 
 
 def op_histogram(program: torch.export.ExportedProgram) -> dict[str, int]:
@@ -91,6 +275,79 @@ def _json_bound(value: Any) -> int | None:
 def range_rows(program: torch.export.ExportedProgram) -> dict[str, list[int | None]]:
     """Each range constraint as ``expression -> [min, max]`` (None where unbounded)."""
     return {str(expr): [_json_bound(vr.lower), _json_bound(vr.upper)] for expr, vr in program.range_constraints.items()}
+
+
+def _narrowing(declared: list[int | None], accepted: list[int | None]) -> str:
+    """Why the program accepts less than was declared, as far as the bounds tell."""
+    (d_low, d_high), (low, high) = declared, accepted
+    notes = []
+    if low is not None and (d_low is None or low > d_low):
+        if low == 2 and (d_low or 0) <= 1:
+            notes.append("min 2: torch traces sizes 0 and 1 as constants, so a dynamic size starts at 2")
+        else:
+            notes.append(f"min raised to {low} by the model's code")
+    if high is not None and (d_high is None or high < d_high):
+        notes.append(f"max lowered to {high} by the model's code")
+    return "; ".join(notes)
+
+
+def dim_rows(
+    program: torch.export.ExportedProgram,
+    names: dict[sympy.Symbol, str] | None = None,
+    plan: Any = None,
+    input_paths: list[str] | None = None,
+) -> list[dict[str, Any]]:
+    """The range table: every dynamic size of the program in the user's names, with the range
+    the program accepts, the range declared for it, where it appears, and why they differ.
+
+    ``kind`` is the user's request (``named``, ``derived``, ``auto``, ``dynamic``), or ``size``
+    for a symbol only other sizes are written in, ``data-dependent`` for one an op produced
+    (``nonzero``, ``.item()``)."""
+    names = names or {}
+    nodes = _user_input_nodes(program)
+    paths = input_paths or [f"input[{i}]" for i in range(len(nodes))]
+    where: dict[Any, list[str]] = {}
+    request_of: dict[Any, Any] = {}
+    for leaf, node in enumerate(nodes):
+        val = node.meta.get("val") if node is not None else None
+        if not isinstance(val, torch.Tensor):
+            continue
+        requests = plan.requests.get(leaf, {}) if plan is not None else {}
+        for index, size in enumerate(val.shape):
+            if isinstance(size, torch.SymInt) and not size.node.expr.is_number:
+                where.setdefault(size.node.expr, []).append(f"{paths[leaf]}.shape[{index}]")
+                if index in requests:
+                    request_of.setdefault(size.node.expr, requests[index])
+    order = {expr: i for i, expr in enumerate(where)}
+    rows = []
+    for expr, vr in program.range_constraints.items():
+        accepted = [_json_bound(vr.lower), _json_bound(vr.upper)]
+        request = request_of.get(expr)
+        if request is not None:
+            kind = request.kind.value
+        elif expr in where or any(expr in other.free_symbols for other in where):
+            kind = "size"
+        else:
+            kind = "data-dependent"
+        declared = None
+        if request is not None and request.kind.is_dim:
+            declared = [request.min, _json_bound(request.max) if request.max is not None else None]
+        elif request is not None:
+            declared = [request.min, request.max]
+        row = {
+            "name": expr_text(expr, names),
+            "symbol": str(expr),
+            "kind": kind,
+            "min": accepted[0],
+            "max": accepted[1],
+            "declared": declared,
+            "inputs": where.get(expr, []),
+            "note": _narrowing(declared, accepted) if declared is not None else "",
+        }
+        rows.append((order.get(expr, len(order)), row))
+    # the sizes the user declared first, in the order they appear in the inputs
+    rows.sort(key=lambda entry: (entry[1]["kind"] in ("size", "data-dependent"), entry[0]))
+    return [row for _, row in rows]
 
 
 def library_versions(model: torch.nn.Module | None) -> dict[str, str]:

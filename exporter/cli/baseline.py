@@ -1,4 +1,4 @@
-"""Baselines for ``exporter check``: per model, the signature and op histogram that were accepted.
+"""Baselines for ``exporter check``: per model, the signature, dynamic sizes and op histogram that were accepted.
 
 A model whose signature or op histogram changes is reported as drift, with a readable diff
 and, since it is the usual cause, any torch or model-library version change since the
@@ -26,6 +26,7 @@ def baseline_entry(report) -> dict[str, Any]:
     took (what ``check --shard`` balances by; never drift)."""
     return {
         "signature": report.signature,
+        "dims": [{k: d[k] for k in ("name", "kind", "min", "max")} for d in report.dims],
         "ops": report.ops,
         "versions": report.versions,
         "seconds": round(report.timings.get("total", 0.0), 1),
@@ -71,6 +72,11 @@ def _signature_lines(signature: dict[str, list[dict[str, Any]]] | None) -> list[
     return lines
 
 
+def _dim_line(dim: dict[str, Any]) -> str:
+    low, high = dim.get("min"), dim.get("max")
+    return f"{dim['name']} ({dim['kind']}) {'' if low is None else low}..{'' if high is None else high}"
+
+
 def drift(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Readable differences between a baseline entry and a fresh one; empty if none."""
     lines: list[str] = []
@@ -82,6 +88,11 @@ def drift(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             for line in difflib.unified_diff(sig_old, sig_new, "baseline", "now", lineterm="", n=1)
             if not line.startswith(("---", "+++"))
         ]
+    # baselines recorded before the range table have no "dims": nothing to hold against
+    if "dims" in old and old["dims"] != new.get("dims"):
+        lines.append("dynamic sizes changed:")
+        lines += [f"  - {_dim_line(d)}" for d in old["dims"] if d not in new.get("dims", [])]
+        lines += [f"  + {_dim_line(d)}" for d in new.get("dims", []) if d not in old["dims"]]
     ops_old, ops_new = old.get("ops", {}), new.get("ops", {})
     changed_ops = sorted(op for op in set(ops_old) | set(ops_new) if ops_old.get(op, 0) != ops_new.get(op, 0))
     if changed_ops:

@@ -11,6 +11,7 @@ import torch.utils._pytree as pytree
 
 from .._errors import VerificationError
 from ..trace.preserve import state_values_restored
+from .analysis import output_path
 
 __all__ = ["Comparison", "OutputDiff", "VerificationMismatch", "compare_runner_with_eager", "compare_with_eager", "require_match"]
 
@@ -34,6 +35,9 @@ class Comparison:
     label: str
     outputs: tuple[OutputDiff, ...]
     error: str | None = None
+    eager_error: str | None = None
+    """Eager itself failed on these inputs (a size inside a declared range the model does not
+    support): nothing to compare, and not the program's fault, so not a mismatch."""
 
     @property
     def ok(self) -> bool:
@@ -53,6 +57,7 @@ class Comparison:
             "inputs": self.label,
             "passed": self.ok,
             "error": self.error,
+            "eager_error": self.eager_error,
             "outputs": [attrs.asdict(o) for o in self.outputs],
         }
 
@@ -133,6 +138,11 @@ def compare_runner_with_eager(
             try:
                 with torch.no_grad():
                     ref = _clone(model(*_clone(args), **_clone(kwargs)))
+            except Exception as e:  # noqa: BLE001 - reported per run
+                restore()
+                results.append(Comparison(label, (), eager_error=f"{type(e).__name__}: {e}"))
+                continue
+            try:
                 restore()
                 with torch.no_grad():
                     ours = runner(*_clone(args), **_clone(kwargs))
@@ -149,7 +159,7 @@ def compare_runner_with_eager(
                 )
                 continue
             diffs = tuple(
-                _diff(pytree.keystr(path) or "output", o, r, rtol, atol)
+                _diff(output_path(path), o, r, rtol, atol)
                 for (path, o), (_, r) in zip(ours_leaves, ref_leaves)
             )
             results.append(Comparison(label, diffs))

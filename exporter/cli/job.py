@@ -19,9 +19,18 @@ import torch.utils._pytree as pytree
 from .._errors import ErrorInfo
 from .._pipeline import export_timed
 from .._timing import StageTimer
-from ..inputs import bind_inputs, describe_path
+from ..inputs import bind_inputs, describe_path, plan_dynamic_shapes
 from ..submodules import report_submodules
-from .analysis import library_versions, module_op_counts, op_histogram, range_rows, signature_rows
+from .analysis import (
+    dim_rows,
+    leaf_path,
+    library_versions,
+    module_op_counts,
+    op_histogram,
+    range_rows,
+    signature_rows,
+    symbol_names,
+)
 from .artifacts import Artifact, aoti_path_beside, build_aoti, build_onnx, decompose, files_size, load_aoti, load_onnx
 from .compare import compare_runner_with_eager, compare_with_eager, require_match
 from .dynamic_flags import dynamic_shapes_from_flags
@@ -29,6 +38,7 @@ from .loading import load_model, resolve_example_inputs
 from .report import ExportReport, describe_leaf
 from .save import Staging
 from .settings import ExportSettings
+from .sizes import inputs_at, size_draws
 
 __all__ = ["run_export"]
 
@@ -61,10 +71,12 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
         report.input_source = examples.source
         leaves = pytree.tree_flatten_with_path((examples.args, examples.kwargs))[0]
         report.inputs = [describe_leaf(describe_path(path), value) for path, value in leaves]
-        dynamic_shapes = None
+        dynamic_shapes = plan = None
+        bound = bind_inputs(model, examples.args, examples.kwargs)
+        input_paths = [leaf_path(path) for path in bound.paths]
         if settings.dynamic:
-            bound = bind_inputs(model, examples.args, examples.kwargs)
             dynamic_shapes = dynamic_shapes_from_flags(settings.dynamic, bound.by_name())
+            plan = plan_dynamic_shapes(model, bound, dynamic_shapes)
         timer.lap("inputs")
 
         stage("exporting")
@@ -86,16 +98,21 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
             timer.lap("decompose")
         report.program = program
         report.draft = getattr(program, "draft_report", None)
-        report.signature = signature_rows(program)
+        names = symbol_names(program, plan)
+        report.signature = signature_rows(program, names, input_paths)
         report.ops = op_histogram(program)
         report.modules = module_op_counts(program)
         report.range_constraints = range_rows(program)
+        report.dims = dim_rows(program, names, plan, input_paths)
 
         runs = []
         if settings.verify:
             stage("comparing with eager")
             runs = [("example", examples.args, examples.kwargs)]
             runs += [(f"fresh #{i}", *examples.fresh(i)) for i in range(1, settings.fresh_runs + 1)]
+            if plan is not None:  # dynamic: also at the edges and inside of the ranges
+                for i, draw in enumerate(size_draws(program, bound.flat), 1):
+                    runs.append((draw.text(names), *inputs_at(program, bound.flat, bound.in_spec, draw, 100 + i)))
             report.verification = compare_with_eager(model, program, runs, rtol=settings.rtol, atol=settings.atol)
             timer.lap("verify")
             require_match(report.verification, rtol=settings.rtol, atol=settings.atol)

@@ -102,6 +102,13 @@ def _export_parser() -> argparse.ArgumentParser:
     p.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance for --verify (default 1e-5)")
     p.add_argument("--graph", action="store_true", help="print the graph's code")
     p.add_argument(
+        "--signature",
+        choices=("summary", "full"),
+        default="summary",
+        help="summary (default): user inputs and outputs, parameters and buffers summed per module; "
+        "full: every row of the signature",
+    )
+    p.add_argument(
         "--report-submodules",
         action="store_true",
         help="when the export fails, export each failing module's submodules on their own and show "
@@ -218,7 +225,7 @@ def _export_main(argv: list[str]) -> int:
     if args.quiet:
         render_quiet(report, console)
     else:
-        render_export(report, console, show_graph=args.graph, verbose=args.verbose)
+        render_export(report, console, show_graph=args.graph, verbose=args.verbose, signature=args.signature)
     return report.exit_code
 
 

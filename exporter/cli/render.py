@@ -105,19 +105,105 @@ def _inputs_table(report) -> Group:
     return _titled(f"inputs from {report.input_source}", table)
 
 
-def _signature_table(report) -> Group:
-    table = Table()
-    for column in ("", "kind", "name", "target", "shape", "dtype"):
-        table.add_column(column)
+_IO_KINDS = ("USER_INPUT", "USER_OUTPUT")
+_EXTRA_ROWS = 8
+"""Rows of non-user outputs (buffer mutations, ...) shown before ``--signature full`` is needed."""
+
+
+def _fold_table(*columns: str) -> Table:
+    # Long paths fold onto a second line rather than being cut to "model.layer…".
+    table = Table(box=None, pad_edge=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def _io_row(row: dict) -> list[str]:
+    label = row.get("path") or row["name"] or "—"
+    return [escape(label), row.get("dtype") or "", escape(_shape(row))]
+
+
+def _bounds(low, high) -> str:
+    return f"{'' if low is None else low}..{'' if high is None else high}"
+
+
+def _state_summary(report) -> str:
+    rows = [r for r in report.signature["inputs"] if r["kind"] not in _IO_KINDS]
+    kinds = {}
+    for r in rows:
+        kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
+    counted = ", ".join(_count(n, kind.lower().replace("_", " ")) for kind, n in kinds.items())
+    elements = sum(r.get("numel") or 0 for r in rows)
+    size = sum(r.get("bytes") or 0 for r in rows)
+    return f"{counted} ({elements:,} elements, {_bytes(size)})" if rows else "no parameters or buffers"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _signature_summary(report) -> Group:
+    """User inputs and outputs in full, by their pytree paths and in the user's Dim names; the
+    state grouped per module subtree."""
+    from .analysis import state_groups
+
+    signature = report.signature
+    inputs = [r for r in signature["inputs"] if r["kind"] == "USER_INPUT"]
+    outputs = [r for r in signature["outputs"] if r["kind"] == "USER_OUTPUT"]
+    others = [r for r in signature["outputs"] if r["kind"] != "USER_OUTPUT"]
+    io = _fold_table("", "path", "dtype", "shape / value")
+    for side, rows in (("input", inputs), ("output", outputs)):
+        for row in rows:
+            io.add_row(side, *_io_row(row))
+    for row in others[:_EXTRA_ROWS]:
+        io.add_row("output", escape(f"{row['kind'].lower()} {row.get('target') or row['name']}"), row.get("dtype") or "", escape(_shape(row)))
+    if len(others) > _EXTRA_ROWS:
+        io.add_row("output", f"... {len(others) - _EXTRA_ROWS} more (--signature full)", "", "")
+    head = f"signature: {_count(len(inputs), 'input')}, {_count(len(outputs), 'output')}; {_state_summary(report)}"
+    parts = [Text(head, style="bold"), io]
+    groups = state_groups(signature)
+    if groups:
+        table = Table(box=None, pad_edge=False)
+        table.add_column("module", overflow="fold")
+        table.add_column("tensors", justify="right")
+        table.add_column("elements", justify="right")
+        table.add_column("size", justify="right")
+        table.add_column("dtype", overflow="fold")
+        for g in groups:
+            kinds = ", ".join(_count(n, k.replace("_", " ")) for k, n in g["kinds"].items() if k != "parameter")
+            name = g["group"] + (f" ({kinds})" if kinds else "")
+            table.add_row(escape(name), str(g["tensors"]), f"{g['elements']:,}", _bytes(g["bytes"]), ", ".join(g["dtypes"]))
+        parts += [Text("parameters and buffers by module (--signature full: every tensor)", style="bold"), table]
+    return Group(*parts)
+
+
+def _signature_full(report) -> Group:
+    """Every row of the signature by target or path (with the graph's name where it differs
+    from the path: ``logits = linear_14``); long names fold, nothing is cut."""
+    table = _fold_table("", "kind", "target / path", "shape", "dtype")
     for side in ("inputs", "outputs"):
         for row in report.signature[side]:
-            target = row.get("target") or ""
+            name = row.get("path") or row.get("target") or row["name"] or "—"
+            if row["kind"] in _IO_KINDS and row["name"] and row["name"] != name:
+                name += f" = {row['name']}"
             if row.get("persistent") is False:
-                target += " (not persistent)"
-            table.add_row(
-                side[:-1], row["kind"], escape(row["name"] or "—"), escape(target), escape(_shape(row)), row.get("dtype") or ""
-            )
+                name += " (not persistent)"
+            table.add_row(side[:-1], row["kind"].lower(), escape(name), escape(_shape(row)), row.get("dtype") or "")
     return _titled("signature", table)
+
+
+def _dims_table(report) -> Group:
+    """The range table: each dynamic size by the user's name, its accepted and declared range."""
+    table = Table(box=None, pad_edge=False)
+    for column in ("size", "kind", "accepts", "declared", "where"):
+        table.add_column(column, overflow="fold")
+    notes = []
+    for row in report.dims:
+        declared = _bounds(*row["declared"]) if row.get("declared") else "—"
+        table.add_row(escape(row["name"]), row["kind"], _bounds(row["min"], row["max"]), declared, escape(", ".join(row["inputs"])))
+        if row.get("note"):
+            notes.append(Text(f"{row['name']}: {row['note']}", style="yellow"))
+    return Group(Text("dynamic sizes", style="bold"), table, *notes)
 
 
 def _ops_table(report, limit: int = 25) -> Group:
@@ -137,36 +223,84 @@ def _ops(n: int) -> str:
     return f"{n} op" if n == 1 else f"{n} ops"
 
 
+def _module_shape(path: str, children: dict[str, list[str]], rows: dict[str, dict]) -> tuple:
+    """What makes two modules the same for the tree: class, op counts, and their children's."""
+    row = rows[path]
+    kids = tuple((c.rsplit(".", 1)[-1], _module_shape(c, children, rows)) for c in children.get(path, []))
+    return (row["class"], row["ops"], row["total_ops"], kids)
+
+
+def _runs(paths: list[str], children: dict[str, list[str]], rows: dict[str, dict]) -> list[list[str]]:
+    """Children in order, consecutive numbered siblings of the same shape in one run (a stack of
+    identical layers shows once, as ``0-31``)."""
+    runs: list[list[str]] = []
+    for path in paths:
+        last = runs[-1] if runs else None
+        name = path.rsplit(".", 1)[-1]
+        if (
+            last
+            and name.isdigit()
+            and last[-1].rsplit(".", 1)[-1].isdigit()
+            and int(name) == int(last[-1].rsplit(".", 1)[-1]) + 1
+            and _module_shape(path, children, rows) == _module_shape(last[0], children, rows)
+        ):
+            last.append(path)
+        else:
+            runs.append([path])
+    return runs
+
+
 def _module_tree(report) -> Tree:
+    """The module tree with op counts; identical numbered layers are one line (``0-31 ... x32``)."""
     rows = {row["path"]: row for row in report.modules}
     root_row = rows.get("", {"class": report.model_name, "total_ops": 0, "ops": 0})
-    tree = Tree(f"[bold]{escape(report.model_name)}[/] ({escape(root_row['class'])}): {_ops(root_row['total_ops'])}")
-    branches = {"": tree}
-    for path, row in rows.items():
+    tree = Tree(f"[bold]{escape(report.model_name or '')}[/] ({escape(root_row['class'])}): {_ops(root_row['total_ops'])}")
+    children: dict[str, list[str]] = {}
+    for path in rows:
         if not path:
             continue
         parent = path.rsplit(".", 1)[0] if "." in path else ""
-        while parent not in branches and parent:
+        while parent not in rows and parent:
             parent = parent.rsplit(".", 1)[0] if "." in parent else ""
-        name = path[len(parent) + 1 :] if parent else path
-        own = f", {row['ops']} here" if row["ops"] != row["total_ops"] and row["ops"] else ""
-        branches[path] = branches[parent].add(escape(f"{name} ({row['class']}): {_ops(row['total_ops'])}{own}"))
+        children.setdefault(parent, []).append(path)
+
+    def add(branch: Tree, parent: str) -> None:
+        for run in _runs(children.get(parent, []), children, rows):
+            first, row = run[0], rows[run[0]]
+            name = first[len(parent) + 1 :] if parent else first
+            own = f", {row['ops']} here" if row["ops"] != row["total_ops"] and row["ops"] else ""
+            if len(run) > 1:
+                name = f"{name}-{run[-1].rsplit('.', 1)[-1]}"
+                label = f"{name} ({row['class']} x{len(run)}): {_ops(row['total_ops'])} each{own}"
+            else:
+                label = f"{name} ({row['class']}): {_ops(row['total_ops'])}{own}"
+            add(branch.add(escape(label)), first)
+
+    add(tree, "")
     return tree
 
 
 def _verification_table(report) -> Group:
-    table = Table()
+    """One row per run and output; errors, which are long, as notes below the table."""
+    table = Table(box=None, pad_edge=False)
     for column in ("inputs", "output", "max abs error", "max rel error", ""):
-        table.add_column(column, justify="right" if "error" in column else "left")
+        table.add_column(column, justify="right" if "error" in column else "left", overflow="fold", no_wrap=column == "inputs")
+    notes = []
     for run in report.verification:
+        if run.eager_error:
+            table.add_row(escape(run.label), "—", "", "", Text("eager fails (below)", style="yellow"))
+            notes.append(Text(f"{run.label}: eager fails at these inputs, so nothing to compare (is the declared range too wide?): {run.eager_error}", style="yellow"))
+            continue
         if run.error:
-            table.add_row(run.label, "—", "", "", Text(run.error, style="red"))
+            table.add_row(escape(run.label), "—", "", "", Text("ERROR (below)", style="red"))
+            notes.append(Text(f"{run.label}: {run.error}", style="red"))
             continue
         for out in run.outputs:
             note = f" ({out.note})" if out.note else ""
             mark = Text("ok" + note, style="green") if out.ok else Text("MISMATCH" + note, style="red")
-            table.add_row(run.label, escape(out.path), f"{out.max_abs:.3g}", f"{out.max_rel:.3g}", mark)
-    return _titled(f"program vs eager (rtol {report.settings.rtol:g}, atol {report.settings.atol:g})", table)
+            table.add_row(escape(run.label), escape(out.path), f"{out.max_abs:.3g}", f"{out.max_rel:.3g}", mark)
+    title = f"program vs eager (rtol {report.settings.rtol:g}, atol {report.settings.atol:g})"
+    return Group(Text(title, style="bold"), table, *notes)
 
 
 def _timings_table(report) -> Group:
@@ -179,8 +313,11 @@ def _timings_table(report) -> Group:
     return _titled("time", table)
 
 
-def render_export(report, console: Console, *, show_graph: bool = False, verbose: bool = False) -> None:
-    """The full summary of one export (or its failure)."""
+def render_export(
+    report, console: Console, *, show_graph: bool = False, verbose: bool = False, signature: str = "summary"
+) -> None:
+    """The full summary of one export (or its failure); ``signature="full"`` lists every
+    parameter and buffer instead of their sums per module."""
     title = f"[bold]{escape(report.settings.model)}[/]"
     if report.model_class:
         params = f"{report.parameters:,} parameters" if report.parameters is not None else ""
@@ -191,7 +328,9 @@ def render_export(report, console: Console, *, show_graph: bool = False, verbose
     if report.inputs:
         console.print(_inputs_table(report))
     if report.signature:
-        console.print(_signature_table(report))
+        console.print(_signature_full(report) if signature == "full" else _signature_summary(report))
+        if getattr(report, "dims", None):
+            console.print(_dims_table(report))
         console.print(_ops_table(report))
         console.print(_module_tree(report))
     if report.verification is not None:
@@ -345,7 +484,7 @@ def render_check(results, console: Console, *, title: str = "exporter check") ->
     """The check table (model, status, ops, params, time, drift) and the details of failures."""
     console.print(Text(title, style="bold"))
     table = Table()
-    for column in ("model", "status", "ops", "params", "time", "drift"):
+    for column in ("model", "status", "ops", "params", "time", "drift / reason"):
         table.add_column(column, justify="right" if column in ("ops", "params", "time") else "left")
     styles = {"ok": "green", "drift": "yellow", "failed": "red", "no baseline": "yellow"}
     for r in results:
@@ -356,7 +495,7 @@ def render_check(results, console: Console, *, title: str = "exporter check") ->
             str(sum(report.ops.values())) if report.ok else "—",
             f"{report.parameters:,}" if report.parameters is not None else "—",
             f"{report.timings.get('total', 0.0):.2f}s",
-            f"{len(r.drift)} lines" if r.drift else escape(r.note or ""),
+            f"{len(r.drift)} lines" if r.drift else escape(r.note or (report.error.category.value if report.error else "")),
         )
     console.print(table)
     for r in results:

@@ -42,6 +42,8 @@ class ExportReport:
     timings: dict[str, float] = attrs.field(factory=dict)
     signature: dict[str, list[dict[str, Any]]] | None = None
     range_constraints: dict[str, list[Any]] = attrs.field(factory=dict)
+    dims: list[dict[str, Any]] = attrs.field(factory=list)
+    """The range table: each dynamic size in the user's Dim names, accepted and declared range."""
     ops: dict[str, int] = attrs.field(factory=dict)
     modules: list[dict[str, Any]] = attrs.field(factory=list)
     verification: list[Comparison] | None = None
@@ -88,6 +90,7 @@ class ExportReport:
             "timings": {k: round(v, 6) for k, v in self.timings.items()},
             "dynamic": self.settings.dynamic,
             "range_constraints": self.range_constraints,
+            "dims": self.dims,
             "signature": self.signature,
             "ops": self.ops,
             "modules": self.modules,
@@ -120,6 +123,7 @@ class ExportReport:
             output_file=data.get("output_file"),
             timings=dict(data.get("timings") or {}),
             signature=data.get("signature"),
+            dims=list(data.get("dims") or []),
             ops=dict(data.get("ops") or {}),
             error=None
             if error is None

@@ -44,3 +44,20 @@ def test_save_and_load_round_trip_and_reject_other_files(tmp_path):
     (tmp_path / "other.json").write_text('{"models": []}')
     with pytest.raises(InputSpecError, match="is not an exporter baseline"):
         load_baseline(str(tmp_path / "other.json"))
+
+
+def test_drift_lists_changed_dynamic_sizes_by_the_users_names():
+    old = {**json.loads(json.dumps(ENTRY)), "dims": [{"name": "batch", "kind": "named", "min": 1, "max": 16}]}
+    new = {**json.loads(json.dumps(ENTRY)), "dims": [{"name": "batch", "kind": "named", "min": 2, "max": 16}]}
+    assert drift(old, new)[:3] == ["dynamic sizes changed:", "  - batch (named) 1..16", "  + batch (named) 2..16"]
+    assert drift(ENTRY, new) == [], "a baseline from before the range table holds no sizes against the export"
+
+
+def test_a_baseline_entry_keeps_the_range_table():
+    from exporter.cli.baseline import baseline_entry
+    from exporter.cli.report import ExportReport
+    from exporter.cli.settings import ExportSettings
+
+    report = ExportReport(ExportSettings("m.py:M"), signature=ENTRY["signature"], ops=ENTRY["ops"])
+    report.dims = [{"name": "seq", "symbol": "s1", "kind": "named", "min": 2, "max": 512, "declared": [2, 512], "inputs": [], "note": ""}]
+    assert baseline_entry(report)["dims"] == [{"name": "seq", "kind": "named", "min": 2, "max": 512}]

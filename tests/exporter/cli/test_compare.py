@@ -29,7 +29,7 @@ def test_runs_are_compared_per_output_from_the_same_state():
     runs = [("example", (torch.ones(3),), {}), ("fresh", (torch.randn(3),), {})]
     results = compare_with_eager(model, program, runs)
     assert [(c.label, c.ok) for c in results] == [("example", True), ("fresh", True)]
-    assert [o.path for o in results[0].outputs] == ["['sum']", "['double']"]
+    assert [o.path for o in results[0].outputs] == ["sum", "double"]
     assert model.count.item() == 0  # the buffer both runs updated is put back
 
 
@@ -46,10 +46,17 @@ def test_a_mismatch_is_reported_per_output_and_raised_as_verification_error():
     require_match(compare_with_eager(model, program, [("example", (torch.zeros(4),), {})], atol=1e-2), atol=1e-2, rtol=0)
 
 
+class FailsOnOdd(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[0] % 2:
+            raise ValueError("odd batch")
+        return x * 2
+
+
 def test_a_run_that_raises_or_changes_structure_is_a_failed_comparison():
-    program = exporter.export(torch.nn.Linear(3, 2), (torch.randn(1, 3),))
-    bad_input = compare_with_eager(torch.nn.Linear(3, 2), program, [("wrong", (torch.randn(1, 5),), {})])
-    assert not bad_input[0].ok and bad_input[0].error.startswith("RuntimeError")
+    program = exporter.export(FailsOnOdd(), (torch.randn(2, 3),))
+    bad_input = compare_with_eager(FailsOnOdd(), program, [("wrong", (torch.randn(2, 5),), {})])
+    assert not bad_input[0].ok and "Guard failed" in bad_input[0].error and bad_input[0].eager_error is None
 
     class TwoOutputs(torch.nn.Module):
         def forward(self, x):
@@ -57,3 +64,14 @@ def test_a_run_that_raises_or_changes_structure_is_a_failed_comparison():
 
     other = compare_with_eager(TwoOutputs(), exporter.export(torch.nn.ReLU(), (torch.randn(2),)), [("x", (torch.randn(2),), {})])
     assert other[0].error.startswith("output structure differs")
+
+
+def test_inputs_eager_fails_on_are_reported_apart_not_as_a_mismatch():
+    """Inputs the model itself cannot run (a size inside a declared range it does not support):
+    the program is not at fault."""
+    model = FailsOnOdd()
+    program = exporter.export(model, (torch.randn(2, 3),))
+    runs = compare_with_eager(model, program, [("odd", (torch.randn(3, 3),), {})])
+    assert runs[0].eager_error == "ValueError: odd batch" and runs[0].ok and runs[0].outputs == ()
+    assert runs[0].to_json()["eager_error"] == "ValueError: odd batch"
+    require_match(runs, rtol=1e-4, atol=1e-5)  # does not raise

@@ -60,7 +60,7 @@ def test_inputs_from_a_function_in_the_model_file_and_the_program_matches_eager(
     result = run(os.path.join(EXAMPLES, "mlp.py:MLP"), "--verify", cwd=workdir)
     assert result.returncode == 0, out(result)
     text = out(result)
-    for expected in ("signature", "p_net_0_weight", "aten.linear.default", "program vs eager", "fresh #2", "saved"):
+    for expected in ("signature", "net.0 ", "aten.linear.default", "program vs eager", "fresh #2", "saved"):
         assert expected in text
     assert "Traceback" not in text and "exporting..." not in text, "no traceback, no live status off a terminal"
 
@@ -276,7 +276,8 @@ def test_json_report_schema(workdir):
     assert report["output_file"].endswith("Scorer.pt2") and os.path.exists(report["output_file"])
     assert {"load", "inputs", "export", "export.trace", "verify", "save", "total"} <= set(report["timings"])
     inputs = report["signature"]["inputs"]
-    assert inputs[0] == {"kind": "PARAMETER", "name": "p_proj_weight", "target": "proj.weight", "shape": [16, 16], "dtype": "float32"}
+    assert inputs[0] == {"kind": "PARAMETER", "name": "p_proj_weight", "target": "proj.weight", "shape": [16, 16], "dtype": "float32",
+                         "numel": 256, "bytes": 1024}
     assert inputs[-1] == {"kind": "USER_INPUT", "name": "temperature", "target": None, "value": 0.5, "shape": None, "dtype": "float"}
     assert [o["name"] for o in report["signature"]["outputs"]] == ["softmax", "argmax"]
     assert report["ops"]["aten.linear.default"] == 1
@@ -432,6 +433,38 @@ def test_dynamic_flags_export_one_program_for_many_sizes(workdir):
         assert program(ids, torch.ones(batch, seq, dtype=torch.long)).shape == (batch, seq, 256)
     with pytest.raises(Exception, match="<= 64"):
         program(torch.randint(0, 256, (65, 8)), torch.ones(65, 8, dtype=torch.long))
+
+
+def test_dynamic_export_at_80_columns_in_the_users_names_and_verified_across_the_ranges(workdir):
+    flags = ["--dynamic", "input_ids.0=batch:2..64", "--dynamic", "input_ids.1=seq:..127",
+             "--dynamic", "attention_mask.0=batch", "--dynamic", "attention_mask.1=seq"]
+    env = dict(os.environ, COLUMNS="80")
+    result = subprocess.run([sys.executable, "-m", "exporter", TRANSFORMER, *flags, "--verify", "--json", "d.json", "-o", "tt.pt2"],
+                            cwd=workdir, capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, out(result)
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in result.stdout
+    text = result.stdout
+    for expected in ("input   input_ids       int64    [batch, seq]", "output  output          float32  [batch, seq, 256]",
+                     "blocks.0-1", "0-1 (Block x2): 20 ops each", "batch  named  2..64    2..64",
+                     "min batch=2 seq=0", "max batch=64 seq=127", "random #2 batch="):
+        assert expected in text, expected
+    report = json.loads((workdir / "d.json").read_text())
+    assert [(d["name"], d["min"], d["max"]) for d in report["dims"]] == [("batch", 2, 64), ("seq", 0, 127)]
+    assert report["dims"][0]["inputs"] == ["input_ids.shape[0]", "attention_mask.shape[0]"]
+    user = [r for r in report["signature"]["inputs"] if r["kind"] == "USER_INPUT"]
+    assert [(r["path"], r["shape"]) for r in user] == [("input_ids", ["batch", "seq"]), ("attention_mask", ["batch", "seq"])]
+    labels = [run["inputs"] for run in report["verification"]["runs"]]
+    assert labels[3:5] == ["min batch=2 seq=0", "max batch=64 seq=127"] and len(labels) == 7
+
+
+def test_signature_full_lists_every_tensor(workdir):
+    result = run(os.path.join(EXAMPLES, "mlp.py:MLP"), "--signature", "full", "-o", "m.pt2", cwd=workdir)
+    assert result.returncode == 0, out(result)
+    for target in ("net.0.weight", "net.0.bias", "net.2.weight", "net.2.bias"):
+        assert f"parameter    {target}" in out(result)
+    summary = run(os.path.join(EXAMPLES, "mlp.py:MLP"), "-o", "m.pt2", cwd=workdir)
+    assert "net.0.weight" not in out(summary) and "--signature full: every tensor" in out(summary)
 
 
 def test_dynamic_constraint_violation_exits_1_with_the_fix(workdir):

@@ -136,3 +136,91 @@ def test_progress_is_silent_off_a_terminal():
     with progress(console) as stage:
         stage("exporting")
     assert _text(console) == ""
+
+
+LONG_NAMES = """
+import torch
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attention_projection_with_a_long_name = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.attention_projection_with_a_long_name(x).relu()
+
+class Deep(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder_stack_with_a_rather_long_name = torch.nn.ModuleList([Block() for _ in range(20)])
+        self.final_normalization_layer = torch.nn.LayerNorm(4)
+
+    def forward(self, x):
+        for block in self.encoder_stack_with_a_rather_long_name:
+            x = block(x)
+        return {"hidden_states_of_the_whole_encoder_stack": x, "logits": [self.final_normalization_layer(x)]}
+
+example_inputs = (torch.randn(2, 4),)
+"""
+
+
+def _narrow_console() -> Console:
+    return Console(file=io.StringIO(), width=80, record=True, emoji=False, color_system=None)
+
+
+def test_a_deep_model_summarised_at_80_columns_without_cutting_names(tmp_path, monkeypatch):
+    (tmp_path / "deep_models.py").write_text(LONG_NAMES)
+    monkeypatch.chdir(tmp_path)
+    report = run_export(ExportSettings("deep_models.py:Deep", save=False))
+    console = _narrow_console()
+    render_export(report, console)
+    text = _text(console)
+    assert max(len(line) for line in text.splitlines()) <= 80 and "…" not in text
+    for expected in (
+        "signature: 1 input, 2 outputs; 42 parameters (408 elements, 1.6 KB)",
+        "input   x                                         float32  [2, 4]",
+        "output  hidden_states_of_the_whole_encoder_stack  float32  [2, 4]",
+        "output  logits[0]",
+        "encoder_stack_with_a_rather_long_name.0-19",
+        "0-19 (Block x20): 2 ops each",
+    ):
+        assert expected in text, expected
+    assert text.count("attention_projection_with_a_long_name (Linear)") == 1, "identical layers shown once"
+
+    full = _narrow_console()
+    render_export(report, full, signature="full")
+    full_text = _text(full)
+    assert max(len(line) for line in full_text.splitlines()) <= 80 and "…" not in full_text
+    assert full_text.count("input   parameter") == 42, "every parameter on its own row, folded rather than cut"
+    assert "logits[0] = " in full_text, "the graph's name beside the user's"
+
+
+def test_verification_at_sizes_the_model_itself_cannot_run_is_a_note_not_a_mismatch():
+    from exporter.cli.compare import Comparison, OutputDiff
+
+    report = ExportReport(ExportSettings("m.py:M"), status="ok")
+    report.verification = [
+        Comparison("max batch=16 seq=512", (OutputDiff("logits", 0.0, 0.0, True),)),
+        Comparison("min batch=1 seq=0", (), eager_error="RuntimeError: cannot reshape tensor of 0 elements"),
+    ]
+    console = _narrow_console()
+    render_export(report, console)
+    text = _text(console)
+    assert "max batch=16 seq=512  logits" in text and "eager fails (below)" in text
+    assert "min batch=1 seq=0: eager fails at these inputs" in text and "MISMATCH" not in text
+
+
+def test_the_range_table_shows_accepted_and_declared_ranges_and_why_they_differ():
+    report = ExportReport(ExportSettings("m.py:M"), status="ok", model_name="M")
+    report.signature = {"inputs": [], "outputs": []}
+    report.dims = [
+        {"name": "batch", "symbol": "s0", "kind": "named", "min": 1, "max": 16, "declared": [1, 16],
+         "inputs": ["input_ids.shape[0]"], "note": ""},
+        {"name": "s1", "symbol": "s1", "kind": "auto", "min": 2, "max": None, "declared": [0, None],
+         "inputs": ["x.shape[1]"], "note": "min 2: torch traces sizes 0 and 1 as constants"},
+    ]
+    console = _narrow_console()
+    render_export(report, console)
+    text = _text(console)
+    assert "batch  named  1..16    1..16     input_ids.shape[0]" in text
+    assert "s1     auto   2..      0..       x.shape[1]" in text and "s1: min 2: torch traces" in text

@@ -12,14 +12,14 @@ def test_the_json_has_every_documented_key():
     data = report.to_json()
     assert list(data) == [
         "schema", "status", "model", "inputs", "output_file", "ir", "artifacts", "timings", "dynamic",
-        "range_constraints", "signature", "ops", "modules", "verification", "draft", "error", "submodules",
+        "range_constraints", "dims", "signature", "ops", "modules", "verification", "draft", "error", "submodules",
         "versions",
     ]
     assert data["draft"] is None
     assert data["schema"] == REPORT_SCHEMA == "exporter.report/1"
     assert data["timings"] == {"total": 1.234568} and data["dynamic"] == ["x.0=b"]
     assert data["verification"]["runs"] == [
-        {"inputs": "example", "passed": True, "error": None,
+        {"inputs": "example", "passed": True, "error": None, "eager_error": None,
          "outputs": [{"path": "output", "max_abs": 0.0, "max_rel": 0.0, "ok": True, "note": ""}]}
     ]
     assert data["error"] is None and data["submodules"] is None and "program" not in data
