@@ -25,7 +25,11 @@ from .trace.call_signatures import recording_calls
 from .trace.draft import mark_checked
 from .trace.explain import eager_failure, user_location
 
-__all__ = ["export", "export_timed", "run_passes"]
+__all__ = ["IR_LEVELS", "export", "export_timed", "run_passes"]
+
+IR_LEVELS = ("inference", "training")
+"""What ``export(..., ir=...)`` produces: functional post-autograd ATen (torch.export's
+program after ``run_decompositions({})``), or torch.export's pre-dispatch training IR."""
 
 log = logging.getLogger(__name__)
 draft_log = logging.getLogger("exporter.draft")
@@ -38,13 +42,15 @@ Pass = Callable[[ExportState], bool]
 
 
 def run_passes(state: ExportState, pipeline: Sequence[Pass] | None = None) -> None:
-    """Run ``pipeline`` (default ``passes.DEFAULT_PASSES``) in order.
+    """Run ``pipeline`` (default ``passes.DEFAULT_PASSES``, ``passes.TRAINING_PASSES`` for a
+    training-IR state) in order.
 
     A problem with the user's model that a pass finds (``InputSpecError``, ``TraceError``)
     is raised as it is; any other failure is a ``PassError`` naming the pass and the
     passes that ran before it.
     """
-    pipeline = passes.DEFAULT_PASSES if pipeline is None else pipeline
+    if pipeline is None:
+        pipeline = passes.TRAINING_PASSES if state.training else passes.DEFAULT_PASSES
     verify_each = os.environ.get(VERIFY_EACH_PASS, "") not in ("", "0")
     done: list[str] = []
     for p in pipeline:
@@ -52,7 +58,7 @@ def run_passes(state: ExportState, pipeline: Sequence[Pass] | None = None) -> No
         try:
             changed = p(state)
             if verify_each:
-                verifier.verify_structure(state.gm, state.input_specs)
+                verifier.verify_structure(state.gm, state.input_specs, training=state.training)
         except (InputSpecError, TraceError):
             raise
         except VerificationError as e:
@@ -89,6 +95,7 @@ def export(
     prefer_deferred_runtime_asserts_over_guards: bool = False,
     draft: bool = False,
     experts_implementation: str | None = None,
+    ir: str = "inference",
 ) -> torch.export.ExportedProgram:
     """Export ``model`` on example inputs to a functional ATen ``torch.export.ExportedProgram``.
 
@@ -113,6 +120,15 @@ def export(
     the program runs where it can be, and listed in ``ep.draft_report`` (a ``DraftReport``:
     kind, the user's source line, the value assumed).  Without it nothing is assumed.
 
+    ``ir="training"``: return torch.export's training IR instead, what
+    ``torch.export.export(model, args, kwargs, strict=False)`` returns before
+    ``run_decompositions``: pre-dispatch ATen (composites such as ``aten.linear`` and
+    ``aten.dropout`` whole), autograd-visible, in-place ops and buffer writes kept as they
+    were called (the signature has no mutation outputs), grad-mode and autocast blocks as
+    ``wrap_with_set_grad_enabled``/``wrap_with_autocast`` calls of subgraphs.  What
+    quantization (pt2e) and fine-tuning flows start from; ``ep.run_decompositions({})``
+    turns it into the default IR.
+
     ``experts_implementation="batched_mm"`` (or ``"grouped_mm"``): trace a transformers
     model's mixture-of-experts blocks with that implementation instead of their
     data-dependent loop, then check the program against the model as configured on the
@@ -136,6 +152,7 @@ def export(
         prefer_deferred_runtime_asserts_over_guards=prefer_deferred_runtime_asserts_over_guards,
         draft=draft,
         experts_implementation=experts_implementation,
+        ir=ir,
     )[0]
 
 
@@ -150,6 +167,7 @@ def export_timed(
     prefer_deferred_runtime_asserts_over_guards: bool = False,
     draft: bool = False,
     experts_implementation: str | None = None,
+    ir: str = "inference",
 ) -> tuple[torch.export.ExportedProgram, dict[str, float]]:
     """``export``, also returning seconds per stage: inputs, trace, constraints, passes, program."""
     if strict:
@@ -159,12 +177,18 @@ def export_timed(
             hint="drop strict=True (exporter.export is what torch.export.export(strict=False) does), "
             "or call torch.export.export(..., strict=True) for a strict trace",
         )
+    if ir not in IR_LEVELS:
+        raise InputSpecError(
+            f"ir={ir!r} is not an IR exporter produces",
+            hint="pass ir='inference' (functional post-autograd ATen, the default) or ir='training' "
+            "(torch.export's pre-dispatch training IR)",
+        )
     timer = StageTimer()
     bound = bind_inputs(model, args, kwargs)
     plan = plan_dynamic_shapes(model, bound, dynamic_shapes) if dynamic_shapes is not None else None
     timer.lap("inputs")
     with experts_implementation_applied(model, experts_implementation):
-        state = _trace(model, bound, plan, draft, preserve_module_call_signature, prefer_deferred_runtime_asserts_over_guards)
+        state = _trace(model, bound, plan, draft, preserve_module_call_signature, prefer_deferred_runtime_asserts_over_guards, ir)
         timer.lap("trace")
         try:
             check_constraints(state)
@@ -174,7 +198,7 @@ def export_timed(
             # as torch.export.draft_export does: every declared dim becomes Dim.AUTO in its range
             log.info("draft export: the model does not fit dynamic_shapes; tracing again with Dim.AUTO")
             relaxed = plan_dynamic_shapes(model, bound, relaxed_dynamic_shapes(model, bound, dynamic_shapes))
-            state = _trace(model, bound, relaxed, draft, preserve_module_call_signature, prefer_deferred_runtime_asserts_over_guards)
+            state = _trace(model, bound, relaxed, draft, preserve_module_call_signature, prefer_deferred_runtime_asserts_over_guards, ir)
             check_constraints(state)
             state.assumptions += _shape_assumptions(e)
     timer.lap("constraints")
@@ -205,11 +229,17 @@ def export_timed(
 
 
 def _trace(
-    model: torch.nn.Module, bound: BoundInputs, plan: Any, draft: bool, preserved: tuple[str, ...], deferred: bool
+    model: torch.nn.Module,
+    bound: BoundInputs,
+    plan: Any,
+    draft: bool,
+    preserved: tuple[str, ...],
+    deferred: bool,
+    ir: str,
 ) -> ExportState:
     try:
         with recording_calls(model, preserved) as calls:
-            state = trace(model, bound, plan, draft=draft, deferred_asserts=deferred)
+            state = trace(model, bound, plan, draft=draft, deferred_asserts=deferred, training=ir == "training")
         state.preserved_calls = [call for graph, call in calls if graph is state.gm.graph]
         return state
     except TraceError as e:

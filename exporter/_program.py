@@ -7,7 +7,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import ConstantArgument, InputKind, TensorArgument
 
 from ._state import ExportState
-from ._torch_internals import ModuleCallEntry, ModuleCallSignature
+from ._torch_internals import ModuleCallEntry, ModuleCallSignature, training_dialect
 
 __all__ = ["build_program"]
 
@@ -73,4 +73,5 @@ def build_program(state: ExportState) -> ExportedProgram:
         module_call_graph=_module_call_graph(state),
         example_inputs=(state.args, state.kwargs),
         constants=dict(state.constants),
+        verifiers=[training_dialect()] if state.training else None,
     )

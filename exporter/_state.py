@@ -106,6 +106,9 @@ class ExportState:
     """What a draft export took from the example inputs (always empty otherwise)."""
     preserved_calls: list[PreservedCall] = attrs.field(factory=list)
     """The calls of the submodules whose call signature the program keeps, in call order."""
+    training: bool = False
+    """The graph is torch.export's training IR (pre-dispatch ATen, writes kept in place,
+    grad/autocast regions as higher-order ops) rather than functional post-autograd ATen."""
 
     @property
     def signature(self) -> ExportGraphSignature:

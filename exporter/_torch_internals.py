@@ -60,6 +60,9 @@ from torch.utils._sympy.value_ranges import ValueRanges
 
 __all__ = [
     "COMPOSITE_KEY",
+    "ENTER_AUTOCAST",
+    "EXIT_AUTOCAST",
+    "SET_GRAD_ENABLED",
     "ConstraintViolationError",
     "DataDependentOutputException",
     "DerivedDim",
@@ -134,6 +137,7 @@ __all__ = [
     "traced_graph",
     "traced_node",
     "tracing",
+    "training_dialect",
     "unwrap_functional",
     "uninteresting_files",
     "use_lazy_graph_module",
@@ -295,15 +299,19 @@ def symbolic_tensor(data: Any, **kwargs: Any) -> torch.Tensor:
     return torch._refs.tensor(data, **kwargs)
 
 
-def record_module_calls(fn: Any, root: torch.nn.Module, decompositions: dict, inputs: list[Any]) -> torch.fx.GraphModule:
-    """``make_fx`` of ``fn`` below autograd, recording each node's module stack relative to
-    ``root`` (the module ``fn`` runs) and no torch-function metadata."""
+def record_module_calls(
+    fn: Any, root: torch.nn.Module, decompositions: dict, inputs: list[Any], *, pre_dispatch: bool = False
+) -> torch.fx.GraphModule:
+    """``make_fx`` of ``fn`` below autograd (above it with ``pre_dispatch``: composite ops
+    such as ``aten.linear`` and grad-mode changes recorded as called), recording each
+    node's module stack relative to ``root`` (the module ``fn`` runs) and no torch-function
+    metadata."""
     fn._orig_mod = root
     return make_fx(
         fn,
         decompositions,
         record_module_stack=True,
-        pre_dispatch=False,
+        pre_dispatch=pre_dispatch,
         _disable_torch_fn_metadata_mode=True,
     )(*inputs)
 
@@ -440,3 +448,22 @@ def hop_compile_module() -> Any:
 def forget_compiled(code: Any) -> None:
     """Drop every compiled entry Dynamo cached for ``code`` (it compiles again when next called)."""
     torch._C._dynamo.eval_frame.reset_code(code)
+
+
+# -- the training IR -----------------------------------------------------------------------
+
+SET_GRAD_ENABLED = torch._C._set_grad_enabled
+"""What a pre-dispatch trace records for ``torch.no_grad()``/``enable_grad()`` entry and exit."""
+ENTER_AUTOCAST = torch.amp.autocast_mode._enter_autocast
+EXIT_AUTOCAST = torch.amp.autocast_mode._exit_autocast
+"""What a pre-dispatch trace records for entering and leaving a ``torch.autocast`` block."""
+
+
+def training_dialect() -> type:
+    """The verifier class an ExportedProgram of torch.export's training IR carries as its
+    dialect ("TRAINING"): ``ep.run_decompositions`` functionalizes such programs, and the
+    ExportedProgram validates with it (mutating ops allowed).  Looked up by dialect name,
+    as ``torch.export.load`` does; exporter never calls it."""
+    from torch._export.verifier import load_verifier
+
+    return load_verifier("TRAINING")

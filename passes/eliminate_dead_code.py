@@ -21,8 +21,20 @@ _PROFILING_OPS = frozenset(
 )
 
 
+# In the training IR only these are dead code when unused: it keeps every other op as the
+# model called it (an unused output of a multi-output op too), as torch.export's does.
+_BOOKKEEPING_OPS = _PROFILING_OPS | {
+    torch.ops.aten.detach.default,
+    torch.ops.export.access_subclass_inner_tensor.default,
+}
+
+
 def _is_impure(node: torch.fx.Node) -> bool:
     return node.target not in _PROFILING_OPS and node.is_impure()
+
+
+def _kept_in_training(node: torch.fx.Node) -> bool:
+    return not (node.op == "call_function" and node.target in _BOOKKEEPING_OPS)
 
 
 def _signature_values(state: ExportState) -> set[torch.fx.Node]:
@@ -38,7 +50,12 @@ def eliminate_dead_code(state: ExportState) -> bool:
     calls (``record_function`` regions) count as having none.  Values a preserved module
     call signature names are kept.  Attributes of the graph module that no get_attr node
     reads any more are deleted with them.
+
+    In the training IR, only unused bookkeeping (``detach``, profiling calls, subclass
+    inner-tensor reads) in the top graph is dead: the rest stays as the model called it.
     """
+    if state.training:
+        return state.gm.graph.eliminate_dead_code(is_impure_node=_kept_in_training)
     changed = False
     kept = _signature_values(state)
     for module in graph_modules(state.gm):

@@ -94,7 +94,7 @@ def lift_constants(state: ExportState) -> bool:
     for node, value in reads:
         if value is not None:
             _delete_attribute(gm, node.target)
-    copies = _fresh_copies_as_clones(state)
+    copies = False if state.training else _fresh_copies_as_clones(state)
 
     if not lifted:
         return copies
@@ -115,7 +115,8 @@ def lift_constants(state: ExportState) -> bool:
 def _fresh_copies_as_clones(state: ExportState) -> bool:
     """``torch.tensor(...)`` made in forward is recorded as ``lift_fresh_copy`` of the
     constant (which lets fake tensors fold its value, as in ``torch.tensor(5).item()``);
-    torch.export's IR reads such a constant through ``aten.clone``."""
+    torch.export's IR reads such a constant through ``aten.clone`` (its training IR keeps
+    ``lift_fresh_copy``)."""
     graph = state.gm.graph
     copies = [n for n in graph.nodes if n.op == "call_function" and n.target is torch.ops.aten.lift_fresh_copy.default]
     for node in copies:

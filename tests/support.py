@@ -6,15 +6,17 @@ import torch
 
 from exporter.inputs import bind_inputs
 from exporter._pipeline import run_passes
-from exporter.passes import DEFAULT_PASSES
+from exporter.passes import DEFAULT_PASSES, TRAINING_PASSES
 from exporter._state import ExportState
 from exporter.trace import trace
 
 
-def traced_state(model: torch.nn.Module, args=(), kwargs=None, *, until=None) -> ExportState:
-    """Trace ``model`` and run the default passes that come before ``until`` (all if None)."""
-    state = trace(model, bind_inputs(model, args, kwargs))
-    passes = DEFAULT_PASSES if until is None else DEFAULT_PASSES[: DEFAULT_PASSES.index(until)]
+def traced_state(model: torch.nn.Module, args=(), kwargs=None, *, until=None, training: bool = False) -> ExportState:
+    """Trace ``model`` and run the passes that come before ``until`` (all if None): the
+    default pipeline, or with ``training`` the training-IR trace and pipeline."""
+    state = trace(model, bind_inputs(model, args, kwargs), training=training)
+    pipeline = TRAINING_PASSES if training else DEFAULT_PASSES
+    passes = pipeline if until is None else pipeline[: pipeline.index(until)]
     run_passes(state, passes)
     return state
 

@@ -24,9 +24,10 @@ __all__ = [
 ]
 
 
-def verify_structure(gm, input_specs) -> None:
-    """The rules that hold from tracing on: functional ops only, one input spec per placeholder."""
-    verify_functional_ops(gm)
+def verify_structure(gm, input_specs, *, training: bool = False) -> None:
+    """The rules that hold from tracing on: functional ops only (in the training IR, ATen ops
+    that may write and the not yet wrapped grad/autocast calls), one input spec per placeholder."""
+    verify_functional_ops(gm, training=training, markers=training)
     verify_placeholders_match_specs(gm, input_specs)
 
 
@@ -37,4 +38,4 @@ def verify_program(program) -> None:
     verify_stack_traces(gm)
     verify_signature(program)
     verify_placeholder_names(gm, program.graph_signature.input_specs)
-    verify_functional_ops(gm)
+    verify_functional_ops(gm, training=program.dialect == "TRAINING")

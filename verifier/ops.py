@@ -10,7 +10,15 @@ import torch
 import torch.utils._pytree as pytree
 from exporter._errors import VerificationError
 from exporter._ir import graph_modules
-from exporter._torch_internals import HigherOrderOperator, OpOverload, OpOverloadPacket, sym_sqrt
+from exporter._torch_internals import (
+    ENTER_AUTOCAST,
+    EXIT_AUTOCAST,
+    SET_GRAD_ENABLED,
+    HigherOrderOperator,
+    OpOverload,
+    OpOverloadPacket,
+    sym_sqrt,
+)
 
 __all__ = ["verify_functional_ops", "SYMBOLIC_OPS"]
 
@@ -32,10 +40,17 @@ def _describe(target) -> str:
     return getattr(target, "__qualname__", None) or str(target)
 
 
-def _check_target(node: torch.fx.Node) -> None:
+_REGION_MARKERS = frozenset({SET_GRAD_ENABLED, ENTER_AUTOCAST, EXIT_AUTOCAST})
+"""What a training-IR trace records for grad-mode and autocast changes, until
+``wrap_autograd_regions`` turns them into regions."""
+
+
+def _check_target(node: torch.fx.Node, training: bool, markers: bool) -> None:
     target = node.target
+    if markers and target in _REGION_MARKERS:
+        return
     if isinstance(target, OpOverload):
-        if target._schema.is_mutable:
+        if target._schema.is_mutable and not training:
             raise VerificationError(
                 f"node {node.name} calls {target}, which mutates its input "
                 "(in-place or out= op); export IR allows functional ops only",
@@ -59,14 +74,18 @@ def _check_target(node: torch.fx.Node) -> None:
     )
 
 
-def verify_functional_ops(gm: torch.fx.GraphModule) -> None:
+def verify_functional_ops(gm: torch.fx.GraphModule, *, training: bool = False, markers: bool = False) -> None:
     """Every call is a functional OpOverload, a HigherOrderOperator or a symbolic-int op, and
     carries ``val`` metadata; get_attr in the top-level graph reads only subgraphs and
-    pytree specs (as torch.export's verifier allows); no call_module/call_method nodes."""
+    pytree specs (as torch.export's verifier allows); no call_module/call_method nodes.
+
+    ``training``: the graph is training IR, where ops that write in place are allowed
+    (torch.export's TRAINING dialect); ``markers``: so are the grad-mode and autocast calls
+    a training trace records before its regions are wrapped."""
     for module in graph_modules(gm):
         for node in module.graph.nodes:
             if node.op == "call_function":
-                _check_target(node)
+                _check_target(node, training, markers)
                 if module is gm and "val" not in node.meta:
                     raise VerificationError(
                         f"node {node.name} has no 'val' metadata (its fake output value)",

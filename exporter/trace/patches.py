@@ -38,6 +38,11 @@ draft traces only: real tensors        ``torch.export.draft_export``'s functorch
 propagated, and the fake/real          its fake/real check compares a data-dependent
 storage-offset check without guards    storage offset with ``!=``, which pins the size to
                                        its example value (``nonzero(as_tuple=True)``)
+training IR only: a module-buffer      the buffer-assignment hook torch.export's training
+registration hook (``buffer_writes``)  IR trace registers: ``self.buf = v`` on the root
+                                       module is written back with ``copy_``
+cudnn off                              torch.export's tracing, which turns cudnn off with
+                                       mkldnn and nnpack (``batch_norm``'s flag records it)
 =====================================  ================================================
 
 The Python-level replacements (the last two rows) act only in the thread that traces;
@@ -87,7 +92,7 @@ from .kernels import (
 from .python_ops import builtin_max, builtin_min, power, tensor_factory, tensor_getitem
 from .stacks import user_stack_trace
 
-__all__ = ["EXPORT_LOCK", "NodeHook", "tracing_patches"]
+__all__ = ["EXPORT_LOCK", "BufferWrite", "NodeHook", "buffer_writes", "tracing_patches"]
 
 EXPORT_LOCK = threading.RLock()
 """Held for the whole of every trace: the patches below are process-wide."""
@@ -215,11 +220,13 @@ def _compiler_flags() -> Iterator[None]:
 def _portable_kernels() -> Iterator[None]:
     saved_mkldnn = torch.backends.mkldnn.set_flags(False)
     saved_nnpack = torch.backends.nnpack.set_flags(False)
+    saved_cudnn = torch.backends.cudnn.set_flags(False)
     try:
         yield
     finally:
         torch.backends.mkldnn.set_flags(*saved_mkldnn)
         torch.backends.nnpack.set_flags(*saved_nnpack)
+        torch.backends.cudnn.set_flags(*saved_cudnn)
 
 
 @contextlib.contextmanager
@@ -352,3 +359,24 @@ def _python_semantics() -> Iterator[None]:
                 setattr(owner, name, own)
             elif name in owner.__dict__:
                 delattr(owner, name)  # it was inherited (Tensor.__getitem__ comes from TensorBase)
+
+
+BufferWrite = Callable[[torch.nn.Module, str, object], None]
+
+
+@contextlib.contextmanager
+def buffer_writes(on_write: BufferWrite) -> Iterator[None]:
+    """Within the block, ``on_write(module, name, value)`` sees every assignment of a module
+    buffer (``self.buf = value``, also ``self.buf += x``, which assigns the same tensor)
+    made in this thread; other threads' assignments are not reported."""
+    thread = threading.get_ident()
+
+    def hook(module, name, value):
+        if threading.get_ident() == thread:
+            on_write(module, name, value)
+
+    handle = torch.nn.modules.module.register_module_buffer_registration_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()

@@ -17,6 +17,8 @@ The result is an ``ExportState`` whose graph still has make_fx's placeholder nam
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 from typing import Any
 
@@ -53,7 +55,7 @@ from .draft import (
     record_assumption_sites,
 )
 from .explain import explain
-from .patches import tracing_patches
+from .patches import buffer_writes, tracing_patches
 from .preserve import module_preserved
 from .signature import constant_attribute_fqns, input_specs, output_specs
 from .stacks import on_roomy_stack
@@ -72,6 +74,8 @@ class _Recorded:
     out_spec: pytree.TreeSpec | None = None
     mutated: list[int] = attrs.field(factory=list)
     """Flat input indices (state first, then user leaves) whose data changed, in input order."""
+    buffer_writes: dict[int, torch.fx.Node] = attrs.field(factory=dict)
+    """Training IR: state input index -> the node of the value forward() assigned to it last."""
 
 
 def _from_functional(value: Any) -> Any:
@@ -237,6 +241,7 @@ def _make_traced_fn(
     recorded: _Recorded,
     *,
     functionalized: bool,
+    training: bool = False,
 ):
     """The flat function make_fx traces, (state..., user leaves...) -> (updates..., outputs...),
     and the module holding ``root`` that it calls."""
@@ -245,13 +250,24 @@ def _make_traced_fn(
     # make_fx records nn_module_stack relative to the module the traced function carries.
     holder = _Holder(root)
 
+    root_buffers = {name: i for i, name in enumerate(state_names) if name in root._buffers}
+
+    def on_buffer_write(module: torch.nn.Module, name: str, value: Any) -> None:
+        # As torch.export's training IR: the root module's buffers assigned in forward are
+        # written back from the value last assigned (even `self.buf += x`, the same tensor).
+        if module is root and name in root_buffers and isinstance(value, torch.Tensor):
+            node = traced_node(value)
+            if node is not None:
+                recorded.buffer_writes[root_buffers[name]] = node
+
     def run(inputs: list[Any]) -> tuple[Any, dict[str, Any]]:
         state = dict(zip(state_names, inputs[:n_state]))
         swapped = state_inputs.module_state(state)
         rebuilt = {sub.name: swapped[sub.name] for sub in state_inputs.subclasses}
         args, kwargs = pytree.tree_unflatten(inputs[n_state:], bound.in_spec)
         with reparametrize_module(root, swapped, tie_weights=True, strict=True, stack_weights=True):
-            out = getattr(holder, _ROOT_ATTR)(*args, **kwargs)
+            with buffer_writes(on_buffer_write) if training else contextlib.nullcontext():
+                out = getattr(holder, _ROOT_ATTR)(*args, **kwargs)
         # On exit the context writes the module's final tensors back into `swapped`, so a
         # buffer reassigned in forward (self.buf = new) shows up there as a new object.
         for name, tensor in rebuilt.items():
@@ -270,6 +286,21 @@ def _make_traced_fn(
         if any(state[name] is not inputs[i] for i, name in enumerate(state_names)):
             raise _NeedsFunctionalization("a buffer was reassigned")
         flat_out, recorded.out_spec = _flatten_outputs(out)
+        return tuple(flat_out)
+
+    def traced_training(*flat_inputs):
+        # Writes stay in place; a buffer reassigned in forward (self.buf = new) is written
+        # back with copy_ (added after the trace, see `trace`), as torch.export does.
+        inputs = list(flat_inputs)
+        out, state = run(inputs)
+        flat_out, recorded.out_spec = _flatten_outputs(out)
+        for i, name in enumerate(state_names):
+            new, old = state[name], inputs[i]
+            if new is not old:
+                _check_replacement(input_labels[i], old, new)
+                node = traced_node(new)
+                if node is not None and i not in recorded.buffer_writes:
+                    recorded.buffer_writes[i] = node
         return tuple(flat_out)
 
     def traced_functional(*flat_inputs):
@@ -292,18 +323,9 @@ def _make_traced_fn(
         for i, name in enumerate(state_names):
             if state[name] is not functional[i]:
                 new, old = state[name], functional[i]
-                if not isinstance(new, FunctionalTensor) or (new.shape, new.dtype) != (old.shape, old.dtype):
-                    found = (
-                        f"{tuple(new.shape)} {new.dtype}" if isinstance(new, torch.Tensor) else type(new).__name__
-                    )
-                    frame = node_frame(traced_node(_from_functional(new))) if isinstance(new, torch.Tensor) else None
-                    raise TraceError(
-                        f"forward() replaced {input_labels[i]} ({tuple(old.shape)} {old.dtype}) "
-                        f"with {found}; an exported program can only update a buffer in place",
-                        category=Category.UNSUPPORTED_MUTATION,
-                        location=_where(frame),
-                        hint=_replaced_buffer_hint(old, new),
-                    )
+                if not isinstance(new, FunctionalTensor):
+                    _replacement_error(input_labels[i], old, new)
+                _check_replacement(input_labels[i], old, new)
                 functional[i] = new
                 recorded.mutated.append(i)
 
@@ -333,8 +355,26 @@ def _make_traced_fn(
         recorded.mutated = [i for i, _ in updates]
         return (*[v for _, v in updates], *[_from_functional(v) for v in flat_out])
 
-    traced = traced_functional if functionalized else traced_plain
+    traced = traced_training if training else traced_functional if functionalized else traced_plain
     return traced, holder
+
+
+def _check_replacement(label: str, old: torch.Tensor, new: Any) -> None:
+    """A buffer reassigned in forward must keep its shape and dtype (the program updates it)."""
+    if not isinstance(new, torch.Tensor) or (new.shape, new.dtype) != (old.shape, old.dtype):
+        _replacement_error(label, old, new)
+
+
+def _replacement_error(label: str, old: torch.Tensor, new: Any) -> None:
+    found = f"{tuple(new.shape)} {new.dtype}" if isinstance(new, torch.Tensor) else type(new).__name__
+    frame = node_frame(traced_node(_from_functional(new))) if isinstance(new, torch.Tensor) else None
+    raise TraceError(
+        f"forward() replaced {label} ({tuple(old.shape)} {old.dtype}) "
+        f"with {found}; an exported program can only update a buffer in place",
+        category=Category.UNSUPPORTED_MUTATION,
+        location=_where(frame),
+        hint=_replaced_buffer_hint(old, new),
+    )
 
 
 def _where(frame) -> str | None:
@@ -403,6 +443,15 @@ def _registration_hint(leaf: Any) -> str:
     return "return its tensors or values instead of the object"
 
 
+def _write_back_buffers(gm: torch.fx.GraphModule, placeholders: list[torch.fx.Node], writes: dict[int, torch.fx.Node]) -> None:
+    """``copy_(buffer, value)`` before the output for each buffer forward() assigned."""
+    output = gm.graph.output_node()
+    for i, value in sorted(writes.items()):
+        with gm.graph.inserting_before(output):
+            copy = gm.graph.call_function(torch.ops.aten.copy_.default, (placeholders[i], value))
+        copy.meta = dict(value.meta)
+
+
 @attrs.frozen
 class _Traced:
     gm: torch.fx.GraphModule
@@ -412,18 +461,29 @@ class _Traced:
 
 
 def _trace_once(
-    root, state_inputs: StateInputs, bound, labels, plan, *, functionalized: bool, draft: bool, deferred_asserts: bool
+    root,
+    state_inputs: StateInputs,
+    bound,
+    labels,
+    plan,
+    *,
+    functionalized: bool,
+    draft: bool,
+    deferred_asserts: bool,
+    training: bool = False,
 ) -> _Traced:
     fake_mode = new_fake_mode(root, deferred_asserts=deferred_asserts)
     if draft:
         record_assumption_sites(fake_mode.shape_env)
     fakes = fake_inputs(fake_mode, state_inputs.values, bound, plan)
     recorded = _Recorded()
-    traced, holder = _make_traced_fn(root, state_inputs, bound, labels, recorded, functionalized=functionalized)
+    traced, holder = _make_traced_fn(
+        root, state_inputs, bound, labels, recorded, functionalized=functionalized, training=training
+    )
     # The tracing context hands our fake mode to anything that compiles a region
     # internally (torch.cond runs its branches through torch.compile).
     with fake_mode, tracing(TracingContext(fake_mode)):
-        gm = on_roomy_stack(record_module_calls, traced, holder, {}, fakes.inputs)
+        gm = on_roomy_stack(functools.partial(record_module_calls, pre_dispatch=training), traced, holder, {}, fakes.inputs)
     return _Traced(gm, fake_mode, fakes, recorded)
 
 
@@ -435,6 +495,7 @@ def trace(
     always_functionalize: bool = False,
     draft: bool = False,
     deferred_asserts: bool = False,
+    training: bool = False,
 ) -> ExportState:
     """Trace ``root`` on ``bound`` inputs into an ExportState holding functional ATen.
 
@@ -463,14 +524,19 @@ def trace(
         *bound.labels,
     ]
 
-    watch = _WriteWatch(functionalized=always_functionalize)
+    watch = _WriteWatch(functionalized=always_functionalize or training)
     try:
         with (
             tracing_patches(watch, draft=draft),
             module_preserved(root),
         ):
             traced = None
-            if not always_functionalize:
+            if training:
+                traced = _trace_once(
+                    root, state_inputs, bound, labels, plan, functionalized=False, draft=draft,
+                    deferred_asserts=deferred_asserts, training=True,
+                )
+            elif not always_functionalize:
                 try:
                     traced = _trace_once(
                         root, state_inputs, bound, labels, plan, functionalized=False, draft=draft,
@@ -492,6 +558,7 @@ def trace(
     gm, fake_mode, recorded = traced.gm, traced.fake_mode, traced.recorded
     _root_relative_module_stacks(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    _write_back_buffers(gm, placeholders, recorded.buffer_writes)
     for node, value in zip(placeholders, traced.fakes.inputs):
         if not isinstance(value, torch.Tensor):
             node.meta["val"] = value
@@ -518,6 +585,7 @@ def trace(
         dynamic=plan,
         tracked=traced.fakes.tracked,
         equalities=traced.fakes.equalities,
+        training=training,
     )
     if draft:
         state.assumptions = data_dependent_assumptions(state) + missing_fake_kernel_assumptions(state)

@@ -33,3 +33,12 @@ def test_program_holds_the_users_state_and_call_signature():
     assert program.example_inputs[1] == {"scale": 2.0}
     x = torch.randn(2, 3)
     torch.testing.assert_close(program.module()(x, scale=2.0), model(x, scale=2.0))
+
+
+def test_a_training_state_makes_a_program_of_the_training_dialect():
+    import exporter
+
+    ep = exporter.export(torch.nn.BatchNorm1d(3).train(), (torch.randn(4, 3),), ir="training")
+    assert ep.dialect == "TRAINING"
+    assert torch.ops.aten.add_.Tensor in [n.target for n in ep.graph.nodes]  # num_batches_tracked += 1
+    assert exporter.export(torch.nn.BatchNorm1d(3).train(), (torch.randn(4, 3),)).dialect == "ATEN"

@@ -110,3 +110,9 @@ def test_source_helpers_make_the_sources_shape_env_makes():
     assert base == ConstantSource("x") and base.name == "x"
     size = internals.size_source(base, 1)
     assert size == TensorPropertySource(base, TensorProperty.SIZE, 1) and size.name == "x.size()[1]"
+
+
+def test_training_ir_names():
+    assert internals.training_dialect().dialect == "TRAINING"
+    assert internals.SET_GRAD_ENABLED is torch._C._set_grad_enabled
+    assert callable(internals.ENTER_AUTOCAST) and callable(internals.EXIT_AUTOCAST)

@@ -65,3 +65,18 @@ def test_call_without_val_is_rejected(parts):
     with pytest.raises(VerificationError, match=f"node {node.name} has no 'val' metadata") as info:
         verify_functional_ops(parts.graph_module)
     assert info.value.rule == "val-present"
+
+
+def test_the_training_ir_allows_writes_and_its_unwrapped_block_markers_only_mid_pipeline(program):
+    from exporter._torch_internals import SET_GRAD_ENABLED
+
+    gm = program.graph_module
+    _insert_call(gm, torch.ops.aten.add_.Tensor, lambda v: (v, v))
+    verify_functional_ops(gm, training=True)
+    with pytest.raises(VerificationError, match="mutates its input"):
+        verify_functional_ops(gm)
+    marker = _insert_call(gm, SET_GRAD_ENABLED, lambda v: (False,))
+    verify_functional_ops(gm, training=True, markers=True)
+    with pytest.raises(VerificationError, match="neither an ATen op") as info:
+        verify_functional_ops(gm, training=True)
+    assert info.value.node == marker.name

@@ -310,3 +310,55 @@ def test_writes_to_fresh_intermediates_need_no_functionalization(model, x, retra
     assert fast.gm.code == functional.gm.code
     assert not any(str(n.target).split(".")[-2].endswith("_") for n in fast.gm.graph.nodes if n.op == "call_function")
     torch.testing.assert_close(exporter.export(model, (x,)).module()(x), model(x))
+
+
+class _Counted(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(3))
+        self.inner = torch.nn.Module()
+        self.inner.register_buffer("last", torch.zeros(3))
+
+    def forward(self, x):
+        self.total += x  # assigns the same tensor: torch.export's training IR writes it back
+        self.inner.last = x * 2  # a new tensor on a submodule
+        return self.total + self.inner.last
+
+
+def test_the_training_trace_keeps_writes_and_writes_reassigned_buffers_back():
+    from exporter.trace import trace
+    from exporter.inputs import bind_inputs
+
+    model = _Counted()
+    state = trace(model, bind_inputs(model, (torch.ones(3),), None), training=True)
+    assert state.training
+    placeholders = {n.name: n for n in state.gm.graph.nodes if n.op == "placeholder"}
+    by_target = {spec.target: placeholders[spec.arg.name] for spec in state.input_specs if spec.target}
+    copies = [n for n in state.gm.graph.nodes if n.target is torch.ops.aten.copy_.default]
+    assert [c.args[0] for c in copies] == [by_target["total"], by_target["inner.last"]]
+    assert copies[0].args[1].target is torch.ops.aten.add_.Tensor
+    assert copies[1].args[1].target is torch.ops.aten.mul.Tensor
+    assert copies[-1].next.op == "output"
+    assert [spec.kind.name for spec in state.output_specs] == ["USER_OUTPUT"]
+
+    ep = exporter.export(_Counted(), (torch.ones(3),), ir="training")
+    unlifted, eager = ep.module(), _Counted()
+    for _ in range(2):
+        torch.testing.assert_close(unlifted(torch.ones(3)), eager(torch.ones(3)))
+    torch.testing.assert_close(unlifted.total, eager.total)
+    torch.testing.assert_close(unlifted.inner.last, eager.inner.last)
+
+
+class _Regrown(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(2))
+
+    def forward(self, x):
+        self.cache = torch.cat([self.cache, x])
+        return self.cache.sum()
+
+
+def test_the_training_trace_refuses_a_buffer_replaced_with_another_shape():
+    with pytest.raises(exporter.TraceError, match=r"replaced buffer 'cache' \(\(2,\)"):
+        exporter.export(_Regrown(), (torch.ones(1),), ir="training")

@@ -1,0 +1,222 @@
+"""Turn the grad-mode and autocast changes a training-IR trace recorded into regions.
+
+A pre-dispatch trace records ``torch.no_grad()`` as calls that flip grad mode and
+``torch.autocast(...)`` as an enter/exit pair, in line with the ops between them.  Those
+calls have no meaning to a program's consumers; torch.export's training IR instead
+moves each region's ops into a subgraph called through a higher-order op,
+``wrap_with_set_grad_enabled(enabled, body, *inputs)`` or
+``wrap_with_autocast(device, dtype, enabled, cache_enabled, body, *inputs)``, whose
+outputs are read with ``getitem``.  This pass builds the same structure.
+
+Grad regions first, on the top graph: a region starts where grad mode is set to differ
+from the mode the export ran in and ends where it is set again (or at the output); a
+grad change that leaves grad mode as it was only ends a region.  Then autocast regions,
+in the top graph and in every grad region's body: an outermost enter/exit pair makes a
+region, and regions nested inside it are wrapped within its body.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+
+import torch
+
+from exporter._errors import Category, TraceError
+from exporter._ir import node_location
+from exporter._state import ExportState
+from exporter._torch_internals import ENTER_AUTOCAST, EXIT_AUTOCAST, SET_GRAD_ENABLED
+
+__all__ = ["wrap_autograd_regions"]
+
+_WRAP_GRAD = torch.ops.higher_order.wrap_with_set_grad_enabled
+_WRAP_AUTOCAST = torch.ops.higher_order.wrap_with_autocast
+
+
+def _calls(node: torch.fx.Node, target) -> bool:
+    return node.op == "call_function" and node.target is target
+
+
+class _Region:
+    """A run of consecutive nodes to move into one body."""
+
+    def __init__(self, hop, hop_args: tuple, start: torch.fx.Node) -> None:
+        self.hop = hop
+        self.hop_args = hop_args
+        self.start = start
+        """The grad-mode or autocast call that opened the region (an empty one sits there)."""
+        self.nodes: list[torch.fx.Node] = []
+
+
+def _grad_regions(graph: torch.fx.Graph, ambient: bool) -> tuple[list[_Region], list[torch.fx.Node]]:
+    regions: list[_Region] = []
+    markers: list[torch.fx.Node] = []
+    current: _Region | None = None
+    for node in graph.nodes:
+        if _calls(node, SET_GRAD_ENABLED):
+            markers.append(node)
+            enabled = bool(node.args[0])
+            current = _Region(_WRAP_GRAD, (enabled,), node) if enabled != ambient else None
+            if current is not None:
+                regions.append(current)
+        elif node.op not in ("placeholder", "output") and current is not None:
+            current.nodes.append(node)
+    return regions, markers
+
+
+def _autocast_regions(graph: torch.fx.Graph) -> tuple[list[_Region], list[torch.fx.Node]]:
+    regions: list[_Region] = []
+    markers: list[torch.fx.Node] = []
+    current: _Region | None = None
+    depth = 0
+    for node in graph.nodes:
+        if _calls(node, ENTER_AUTOCAST):
+            depth += 1
+            if depth == 1:
+                markers.append(node)
+                current = _Region(_WRAP_AUTOCAST, tuple(node.args), node)
+                regions.append(current)
+                continue
+        elif _calls(node, EXIT_AUTOCAST):
+            depth -= 1
+            if depth < 0 or (depth == 0 and node.args[0] is not markers[-1]):
+                raise _straddling(node)
+            if depth == 0:
+                markers.append(node)
+                current = None
+                continue
+        if current is not None and node.op not in ("placeholder", "output"):
+            current.nodes.append(node)
+    if depth:
+        raise _straddling(markers[-1])
+    return regions, markers
+
+
+def _straddling(node: torch.fx.Node) -> TraceError:
+    return TraceError(
+        "an autocast region and a grad-mode change overlap without nesting (autocast entered "
+        "in one grad mode and left in another), which the training IR cannot express as regions",
+        category=Category.UNSUPPORTED_OPERATOR,
+        location=node_location(node),
+        hint="nest them: put the torch.no_grad()/enable_grad() block wholly inside or wholly "
+        "outside the torch.autocast block",
+    )
+
+
+def _common_stack(nodes: list[torch.fx.Node]) -> dict:
+    stacks = [node.meta.get("nn_module_stack") or {} for node in nodes]
+    if not stacks:
+        return {}
+    common = list(stacks[0].items())
+    for stack in stacks[1:]:
+        items = list(stack.items())
+        n = 0
+        while n < min(len(common), len(items)) and common[n] == items[n]:
+            n += 1
+        common = common[:n]
+    return dict(common)
+
+
+def _wrap(
+    gm: torch.fx.GraphModule,
+    region: _Region,
+    name: str,
+    rename: Callable[[torch.fx.Node, torch.fx.Node], None],
+) -> torch.fx.GraphModule:
+    """Move ``region``'s nodes into a body attribute ``name`` of ``gm``, called via its op."""
+    graph = gm.graph
+    inside = set(region.nodes)
+    inputs: list[torch.fx.Node] = []
+    for node in region.nodes:
+        for used in node.all_input_nodes:
+            if used not in inside and used not in inputs:
+                if _calls(used, ENTER_AUTOCAST):
+                    raise _straddling(used)
+                inputs.append(used)
+    outputs = [node for node in region.nodes if any(user not in inside for user in node.users)]
+
+    body_graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    for value in inputs:
+        placeholder = body_graph.placeholder(value.name)
+        placeholder.meta = {key: value.meta[key] for key in ("val", "tensor_meta") if key in value.meta}
+        env[value] = placeholder
+    for node in region.nodes:
+        env[node] = body_graph.node_copy(node, lambda n: env[n])
+    body_graph.output(tuple(env[node] for node in outputs))
+    body = torch.fx.GraphModule(gm, body_graph)
+    gm.add_submodule(name, body)
+
+    stack = _common_stack(region.nodes) or dict(list((region.start.meta.get("nn_module_stack") or {}).items())[:1])
+    with graph.inserting_before(region.nodes[0] if region.nodes else region.start):
+        attr = graph.get_attr(name)
+        attr.meta["nn_module_stack"] = dict(stack)
+        call = graph.call_function(region.hop, (*region.hop_args, attr, *inputs))
+        call.meta["nn_module_stack"] = dict(stack)
+        call.meta["val"] = tuple(node.meta.get("val") for node in outputs)
+        for i, node in enumerate(outputs):
+            item = graph.call_function(operator.getitem, (call, i))
+            item.meta = dict(node.meta)
+            node.replace_all_uses_with(item, delete_user_cb=lambda user: user not in inside)
+            rename(node, item)
+    for node in reversed(region.nodes):
+        graph.erase_node(node)
+    return body
+
+
+def _free_name(gm: torch.fx.GraphModule) -> str:
+    i = 0
+    while hasattr(gm, f"submod_{i}"):
+        i += 1
+    return f"submod_{i}"
+
+
+_Rename = Callable[[torch.fx.Node, torch.fx.Node], None]
+
+
+def _wrap_all(
+    gm: torch.fx.GraphModule, find: Callable[[torch.fx.Graph], tuple[list[_Region], list[torch.fx.Node]]], rename: _Rename
+) -> list[torch.fx.GraphModule]:
+    """Wrap every region ``find`` sees in ``gm``'s graph; drop the grad/autocast calls."""
+    regions, markers = find(gm.graph)
+    bodies = [_wrap(gm, region, _free_name(gm), rename) for region in regions]
+    for marker in reversed(markers):
+        if marker.users:
+            raise _straddling(marker)
+        gm.graph.erase_node(marker)
+    return bodies
+
+
+def _ignore(old: torch.fx.Node, new: torch.fx.Node) -> None:
+    pass
+
+
+def _wrap_autocast(gm: torch.fx.GraphModule, rename: _Rename) -> None:
+    for body in _wrap_all(gm, _autocast_regions, rename):
+        _wrap_autocast(body, _ignore)
+        body.recompile()
+
+
+def wrap_autograd_regions(state: ExportState) -> bool:
+    """Grad-mode and autocast regions become ``wrap_with_set_grad_enabled`` and
+    ``wrap_with_autocast`` calls of subgraphs, as in torch.export's training IR (see module doc)."""
+    gm = state.gm
+    if not any(_calls(node, SET_GRAD_ENABLED) or _calls(node, ENTER_AUTOCAST) for node in gm.graph.nodes):
+        return False
+
+    def rename(old: torch.fx.Node, new: torch.fx.Node) -> None:
+        # A region's output the program returns, or a preserved call names, is now a getitem.
+        for spec in state.output_specs:
+            if getattr(spec.arg, "name", None) == old.name:
+                spec.arg.name = new.name
+        for call in state.preserved_calls:
+            call.inputs = [new if value is old else value for value in call.inputs]
+            call.outputs = [new if value is old else value for value in call.outputs]
+
+    ambient = torch.is_grad_enabled()
+    for body in _wrap_all(gm, lambda graph: _grad_regions(graph, ambient), rename):
+        _wrap_autocast(body, _ignore)
+        body.recompile()
+    _wrap_autocast(gm, rename)
+    gm.recompile()
+    return True
