@@ -6,6 +6,7 @@ Run from the repository root:
     python benchmarks/bench_export.py --quick         # a subset, under two minutes
     python benchmarks/bench_export.py --modes static --models gpt2,llama --layers 2 --repeats 10
     python benchmarks/bench_export.py --modes dynamic # batch and sequence length dynamic
+    python benchmarks/bench_export.py --modes training # the training IR vs torch.export.export
     python benchmarks/bench_export.py --memory        # RSS over 200 exports in one process
 
 One table per mode:
@@ -15,6 +16,8 @@ One table per mode:
 * ``dynamic``: BERT, GPT-2, LLaMA with batch and sequence length dynamic; the program is
   also checked against eager at a second batch and length; ``x static`` is exporter's time
   over its own static export of the same model.
+* ``training``: the static models exported to the training IR (``ir="training"``) against
+  ``torch.export.export`` itself (no ``run_decompositions``).
 * ``meta``: a LLaMA with LLaMA-7B dims (6.7B parameters) built under
   ``torch.device("meta")``, meta inputs; the program's output shapes are checked.
 * ``cold``: whole processes, from ``benchmarks/bench_cold.py`` (``cold_start_rows``).
@@ -58,7 +61,7 @@ VOCAB, HIDDEN, HEADS, SEQ, BATCH = 1000, 64, 4, 32, 2
 IMAGE, PATCH = 32, 4
 MODELS = ("bert", "gpt2", "llama", "t5", "vit")
 DYNAMIC_MODELS = ("bert", "gpt2", "llama")
-MODES = ("static", "dynamic", "meta", "cold")
+MODES = ("static", "dynamic", "training", "meta", "cold")
 MEMORY_MODEL, MEMORY_EXPORTS = ("gpt2", 2), 200
 
 # torch's own pytree code trips this deprecation on every export; it says nothing about
@@ -140,14 +143,20 @@ def dynamic_shapes(inputs: dict[str, torch.Tensor] | None = None) -> dict[str, d
     return {name: {0: batch, 1: seq} for name in (inputs or ("input_ids", "attention_mask"))}
 
 
-def run_oracle(model: torch.nn.Module, kwargs: dict[str, Any], dynamic: Any = None) -> torch.export.ExportedProgram:
-    """Export with the reference pipeline exporter must match."""
-    return torch.export.export(model, (), kwargs, dynamic_shapes=dynamic, strict=False).run_decompositions({})
+def run_oracle(
+    model: torch.nn.Module, kwargs: dict[str, Any], dynamic: Any = None, ir: str = "inference"
+) -> torch.export.ExportedProgram:
+    """Export with the reference pipeline exporter must match (for the training IR,
+    torch.export.export itself; else followed by run_decompositions({}))."""
+    program = torch.export.export(model, (), kwargs, dynamic_shapes=dynamic, strict=False)
+    return program if ir == "training" else program.run_decompositions({})
 
 
-def run_exporter(model: torch.nn.Module, kwargs: dict[str, Any], dynamic: Any = None) -> torch.export.ExportedProgram:
+def run_exporter(
+    model: torch.nn.Module, kwargs: dict[str, Any], dynamic: Any = None, ir: str = "inference"
+) -> torch.export.ExportedProgram:
     """Export with exporter."""
-    return exporter.export(model, (), kwargs, dynamic_shapes=dynamic)
+    return exporter.export(model, (), kwargs, dynamic_shapes=dynamic, ir=ir)
 
 
 def fake_forward(model: torch.nn.Module, kwargs: dict[str, Any]) -> Callable[[], Any]:
@@ -212,20 +221,21 @@ def peak_mb(fn: Callable[[], Any]) -> float:
 
 
 def bench_one(name: str, layers: int, repeats: int, dynamic: bool = False, *, memory: bool = False,
-              built: tuple[torch.nn.Module, dict[str, Any]] | None = None) -> dict[str, Any]:
+              built: tuple[torch.nn.Module, dict[str, Any]] | None = None, ir: str = "inference") -> dict[str, Any]:
     """Check and time one model; return its row (status, samples, medians, ratio, floor, peaks or error).
 
     With ``dynamic`` both export with batch and sequence length dynamic, the program is also
     checked against eager at a second batch and sequence length, and exporter's static
     export of the model is timed too.  ``built``: the model and inputs (default
-    ``build_model(name, layers)`` and its inputs).
+    ``build_model(name, layers)`` and its inputs).  ``ir="training"``: both export the
+    training IR (torch.export.export without run_decompositions).
     """
-    row: dict[str, Any] = {"model": name, "layers": layers, "dynamic": dynamic}
+    row: dict[str, Any] = {"model": name, "layers": layers, "dynamic": dynamic, "ir": ir}
     try:
         model, kwargs = built or (build_model(name, layers), make_inputs(name))
         spec = dynamic_shapes(kwargs) if dynamic else None
-        run_oracle(model, kwargs, spec)
-        program = run_exporter(model, kwargs, spec)
+        run_oracle(model, kwargs, spec, ir)
+        program = run_exporter(model, kwargs, spec, ir)
         check_outputs(model, program, kwargs)
         if dynamic:
             check_outputs(model, program, {k: v.repeat(2, 3)[:, :SEQ + 13] for k, v in kwargs.items()})
@@ -234,14 +244,14 @@ def bench_one(name: str, layers: int, repeats: int, dynamic: bool = False, *, me
         floor()
         oracle, mine, floors, static = [], [], [], []
         for _ in range(repeats):
-            oracle.append(timed(lambda: run_oracle(model, kwargs, spec)))
-            mine.append(timed(lambda: run_exporter(model, kwargs, spec)))
+            oracle.append(timed(lambda: run_oracle(model, kwargs, spec, ir)))
+            mine.append(timed(lambda: run_exporter(model, kwargs, spec, ir)))
             floors.append(timed(floor))
             if dynamic:
                 static.append(timed(lambda: run_exporter(model, kwargs)))
         if memory:
-            row["exporter_peak_mb"] = peak_mb(lambda: run_exporter(model, kwargs, spec))
-            row["oracle_peak_mb"] = peak_mb(lambda: run_oracle(model, kwargs, spec))
+            row["exporter_peak_mb"] = peak_mb(lambda: run_exporter(model, kwargs, spec, ir))
+            row["oracle_peak_mb"] = peak_mb(lambda: run_oracle(model, kwargs, spec, ir))
     except Exception as e:  # noqa: BLE001 - any failure is a FAILED row
         row.update(status="FAILED", error=f"{type(e).__name__}: {e}")
         print(f"[{name} x{layers}] FAILED: {row['error']}", flush=True)
@@ -400,6 +410,7 @@ def main(argv: list[str] | None = None) -> None:
             report[mode] = rows
             continue
         dynamic = mode == "dynamic"
+        ir = "training" if mode == "training" else "inference"
         available = DYNAMIC_MODELS if dynamic else MODELS
         models = [m.strip() for m in opts.models.split(",")] if opts.models else list(available)
         if unknown := [m for m in models if m not in available]:
@@ -410,7 +421,7 @@ def main(argv: list[str] | None = None) -> None:
             pairs = [(m, 2) for m in (["llama"] if dynamic else models)]
         else:
             pairs = [(m, n) for m in models for n in (2, 8)] + ([("llama", 32)] if not dynamic and "llama" in models else [])
-        rows = [bench_one(m, n, repeats, dynamic, memory=memory) for m, n in pairs]
+        rows = [bench_one(m, n, repeats, dynamic, memory=memory, ir=ir) for m, n in pairs]
         print()
         print_table(rows, _DYNAMIC_COLUMNS if dynamic else None)
         print(_summary(rows))
