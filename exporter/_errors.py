@@ -18,6 +18,7 @@ __all__ = [
     "Category",
     "ConstraintError",
     "ErrorInfo",
+    "AbortError",
     "ExportError",
     "InputSpecError",
     "PassError",
@@ -42,6 +43,9 @@ class Category(enum.Enum):
     DYNAMIC_SHAPE_CONSTRAINT = "dynamic shape constraint"
     PASS = "pass"
     VERIFICATION = "verification"
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+    MEMORY = "memory"
     INTERNAL = "internal"
     """An exception outside the ExportError family: a bug, wherever it came from."""
 
@@ -177,6 +181,14 @@ class VerificationError(ExportError):
             self.hint = (
                 "this is a bug in exporter (or in a graph pass run on its program); please report it with the model"
             )
+
+
+class AbortError(ExportError):
+    """The model's process stopped before the export could finish: it crashed or exited
+    (``sys.exit``, ``os._exit``, a signal), or ``exporter check`` stopped it for running past
+    its time or memory limit. The message names the stage it was in and the exit code or signal."""
+
+    categories = (Category.CRASH, Category.TIMEOUT, Category.MEMORY)
 
 
 @attrs.frozen

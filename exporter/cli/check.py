@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import concurrent.futures
-import multiprocessing
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 
 from .baseline import baseline_entry, drift, durations, load_baseline, save_baseline
-from .job import run_export
 from .report import ExportReport
 from .settings import CheckSettings, ModelEntry
 from .shard import split
+from .workers import Limits, Outcome, run_isolated
 
 __all__ = ["CHECK_SCHEMA", "CheckResult", "check_exit_code", "check_json", "models_to_check", "run_check"]
 
@@ -26,6 +25,9 @@ class CheckResult:
     drift: list[str] = attrs.field(factory=list)
     note: str | None = None
     """Why a model without drift still fails (no baseline entry), or what the update did."""
+    worker: dict[str, Any] | None = None
+    """For a model whose worker was stopped or died: the stage, seconds, peak memory, and the
+    exit code or signal (the reason is ``report.error``)."""
 
     @property
     def passed(self) -> bool:
@@ -43,13 +45,18 @@ class CheckResult:
 
 
     def to_json(self) -> dict:
-        return {"reference": self.reference, "status": self.status, "drift": self.drift, "note": self.note,
+        data = {"reference": self.reference, "status": self.status, "drift": self.drift, "note": self.note,
                 "report": self.report.to_json()}
+        if self.worker is not None:
+            data["worker"] = self.worker
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> CheckResult:
         """A result read back from a ``check --json`` file (for ``merge``)."""
-        return cls(data["reference"], ExportReport.from_json(data["report"]), list(data.get("drift") or []), data.get("note"))
+        return cls(
+            data["reference"], ExportReport.from_json(data["report"]), list(data.get("drift") or []), data.get("note"), data.get("worker")
+        )
 
 
 def check_json(results: list[CheckResult], shard: tuple[int, int] | None = None, models: list[str] | None = None) -> dict:
@@ -83,40 +90,43 @@ def models_to_check(settings: CheckSettings, baseline: dict | None) -> list[Mode
     return [m for m in settings.models if m.reference in share]
 
 
-def _export_one(entry: ModelEntry, rtol: float, atol: float) -> ExportReport:
-    report = run_export(entry.export_settings(rtol=rtol, atol=atol))
-    # Reports cross process boundaries: keep the data, drop the program.
-    report.program = None
+def _report(entry: ModelEntry, settings: CheckSettings, outcome: Outcome) -> ExportReport:
+    if outcome.report is not None:
+        return outcome.report
+    report = ExportReport(entry.export_settings(rtol=settings.rtol, atol=settings.atol))
+    report.error = outcome.error
+    report.timings = {"total": outcome.worker["seconds"]} if outcome.worker else {}
     return report
 
 
 def run_check(settings: CheckSettings, on_done: Callable[[str, int], None] | None = None) -> list[CheckResult]:
-    """Export and verify every model, or this shard's share (in ``settings.jobs`` worker
-    processes), then judge drift.
+    """Export and verify every model, or this shard's share, each in a worker process of its
+    own (``settings.jobs`` at a time), then judge drift. A model whose worker hangs past
+    ``settings.timeout``, holds more than ``settings.max_memory`` or dies fails alone.
 
     ``on_done(reference, finished)`` is called as each export finishes, for progress display.
     """
     done = on_done or (lambda reference, finished: None)
     baseline = load_baseline(settings.baseline) if settings.baseline else None
     entries = models_to_check(settings, baseline)
-    reports: dict[str, ExportReport] = {}
-    if settings.jobs > 1 and len(entries) > 1:
-        # Fresh interpreters, not forks: torch's thread pools do not survive fork reliably.
-        context = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(settings.jobs, mp_context=context) as pool:
-            futures = {pool.submit(_export_one, m, settings.rtol, settings.atol): m.reference for m in entries}
-            for future in concurrent.futures.as_completed(futures):
-                reports[futures[future]] = future.result()
-                done(futures[future], len(reports))
-    else:
-        for entry in entries:
-            reports[entry.reference] = _export_one(entry, settings.rtol, settings.atol)
-            done(entry.reference, len(reports))
+    finished: list[str] = []
+
+    def ended(reference: str, outcome: Outcome) -> None:
+        finished.append(reference)
+        done(reference, len(finished))
+
+    outcomes = run_isolated(
+        [(m.reference, m.export_settings(rtol=settings.rtol, atol=settings.atol)) for m in entries],
+        Limits(settings.timeout, settings.max_memory),
+        settings.jobs,
+        on_done=ended,
+    )
+    reports = {m.reference: _report(m, settings, outcomes[m.reference]) for m in entries}
 
     results = []
     for reference in (m.reference for m in entries):
         report = reports[reference]
-        result = CheckResult(reference, report)
+        result = CheckResult(reference, report, worker=outcomes[reference].worker)
         if baseline is not None and report.ok:
             entry = baseline_entry(report)
             if settings.update_baseline:

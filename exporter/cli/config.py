@@ -11,6 +11,9 @@ the current directory that has the table (as pytest and ruff find theirs).
     baseline = "exporter-baseline.json"
     rtol = 1e-4
     atol = 1e-5
+    jobs = 2
+    timeout = 600        # seconds per model; 0: no limit
+    max-memory = "4G"    # resident memory per model
 
 File paths in it are relative to the pyproject.toml's directory, wherever ``check`` runs.
 """
@@ -27,10 +30,12 @@ import attrs
 from .._errors import InputSpecError
 from .loading import parse_reference
 from .settings import ModelEntry
+from .memory import parse_size
+from .workers import parse_timeout
 
 __all__ = ["CheckConfig", "find_config", "load_config"]
 
-_TOP_KEYS = ("models", "baseline", "rtol", "atol", "jobs")
+_TOP_KEYS = ("models", "baseline", "rtol", "atol", "jobs", "timeout", "max-memory")
 _MODEL_KEYS = ("model", "id", "example-inputs", "dynamic", "init-args")
 _FILE_REFERENCE = re.compile(r"^[^\s\[\]@=]+\.py:[A-Za-z_][\w.]*$")
 
@@ -47,6 +52,10 @@ class CheckConfig:
     rtol: float | None = None
     atol: float | None = None
     jobs: int | None = None
+    timeout: float | None = None
+    """Seconds; 0 (no limit) is kept as 0 so that it overrides the default."""
+    max_memory: int | None = None
+    """Bytes."""
 
 
 def find_config(start: str) -> str | None:
@@ -149,6 +158,17 @@ def load_config(path: str) -> CheckConfig:
             raise _error(path, key, f"expected a number, got {table[key]!r}", f"write {key} = 1e-4")
     if "jobs" in table and not (isinstance(table["jobs"], int) and table["jobs"] >= 1):
         raise _error(path, "jobs", f"expected a positive integer, got {table['jobs']!r}", "write jobs = 2")
+    timeout = max_memory = None
+    if "timeout" in table:
+        try:
+            timeout = parse_timeout(table["timeout"], "timeout =") or 0.0
+        except InputSpecError:
+            raise _error(path, "timeout", f"expected seconds, got {table['timeout']!r}", "write timeout = 600 (0: no limit)") from None
+    if "max-memory" in table:
+        try:
+            max_memory = parse_size(table["max-memory"], "max-memory =")
+        except InputSpecError:
+            raise _error(path, "max-memory", f"expected a size, got {table['max-memory']!r}", 'write max-memory = "4G"') from None
     baseline = table.get("baseline")
     if baseline is not None and not isinstance(baseline, str):
         raise _error(path, "baseline", f"expected a path, got {baseline!r}", 'write baseline = "exporter-baseline.json"')
@@ -159,4 +179,6 @@ def load_config(path: str) -> CheckConfig:
         rtol=table.get("rtol"),
         atol=table.get("atol"),
         jobs=table.get("jobs"),
+        timeout=timeout,
+        max_memory=max_memory,
     )

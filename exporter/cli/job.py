@@ -16,7 +16,7 @@ from collections.abc import Callable
 import torch
 import torch.utils._pytree as pytree
 
-from .._errors import ErrorInfo
+from .._errors import AbortError, Category, ErrorInfo
 from .._pipeline import export_timed
 from .._timing import StageTimer
 from ..inputs import bind_inputs, describe_path, plan_dynamic_shapes
@@ -34,6 +34,7 @@ from .analysis import (
 from .artifacts import Artifact, aoti_path_beside, build_aoti, build_onnx, decompose, files_size, load_aoti, load_onnx
 from .compare import compare_runner_with_eager, compare_with_eager, require_match
 from .dynamic_flags import dynamic_shapes_from_flags
+from .graph_data import graph_data
 from .loading import load_model, resolve_example_inputs
 from .report import ExportReport, describe_leaf
 from .save import Staging
@@ -50,11 +51,29 @@ def _lap(timer: StageTimer, stage: str) -> float:
     return timer.timings[stage]
 
 
+def _exited(exit: SystemExit, stage: str) -> AbortError:
+    """A model that calls ``sys.exit`` would end the CLI (and every other model of a check)
+    without a word: it fails this export instead."""
+    error = AbortError(
+        f"the model called sys.exit({exit.code!r}) while {stage}",
+        category=Category.CRASH,
+        hint="a model must not exit the process: raise an exception instead",
+    )
+    error.__cause__ = exit
+    return error
+
+
 def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None = None) -> ExportReport:
     """Load, export, optionally lower, verify and save ``settings.model`` with the artifacts asked
     for (AOTInductor, ONNX); failures end up in the report."""
     report = ExportReport(settings)
-    stage = on_stage or (lambda name: None)
+    current = ["starting"]
+
+    def stage(name: str) -> None:
+        current[0] = name
+        if on_stage is not None:
+            on_stage(name)
+
     timer = StageTimer()
     model = examples = None
     try:
@@ -104,6 +123,7 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
         report.modules = module_op_counts(program)
         report.range_constraints = range_rows(program)
         report.dims = dim_rows(program, names, plan, input_paths)
+        report.graph = graph_data(program, names, input_paths)
 
         runs = []
         if settings.verify:
@@ -163,6 +183,8 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
         if settings.save:
             report.output_file = os.path.abspath(program_path)
         report.status = "ok"
+    except SystemExit as e:
+        report.error = ErrorInfo.from_exception(_exited(e, current[0]))
     except Exception as e:  # noqa: BLE001 - reported, not raised
         report.error = ErrorInfo.from_exception(e)
         # Not when there is a program (verification or saving failed: every module exports), nor

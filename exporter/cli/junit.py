@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from .._errors import Category
 from .save import write_atomically
 
 __all__ = ["write_junit"]
+
+_STOPPED = (Category.CRASH, Category.TIMEOUT, Category.MEMORY)
 
 
 def write_junit(path: str, results, suite: str = "exporter.check") -> None:
@@ -31,4 +34,7 @@ def write_junit(path: str, results, suite: str = "exporter.check") -> None:
             failure.text = "\n".join(result.drift)
         out = ET.SubElement(case, "system-out")
         out.text = f"ops: {sum(report.ops.values())}, parameters: {report.parameters}"
+        if report.error and report.error.category in _STOPPED and report.error.traceback:
+            # where the worker crashed or hung: every thread's stack, as faulthandler wrote it
+            ET.SubElement(case, "system-err").text = report.error.traceback
     write_atomically(path, lambda tmp: ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True), suffix=".xml")

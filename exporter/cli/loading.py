@@ -7,6 +7,7 @@ model file that does not import, a constructor that raises): it is reported as a
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import importlib
@@ -17,7 +18,7 @@ import os
 import sys
 import traceback
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -68,6 +69,29 @@ def _user_frame_in(exc: BaseException, path: str) -> str | None:
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
 
 
+class _ProcessExit(BaseException):
+    """``os._exit`` called while a model file is imported."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@contextlib.contextmanager
+def _exits_raise() -> Iterator[None]:
+    """While a model file is imported, ``os._exit`` raises instead of ending the process
+    unannounced (``sys.exit`` already raises): the CLI can then say which file did it."""
+
+    def refuse(code: int) -> None:
+        raise _ProcessExit(code)
+
+    real, os._exit = os._exit, refuse
+    try:
+        yield
+    finally:
+        os._exit = real
+
+
 def _import_file(ref: Reference, what: str) -> types.ModuleType:
     path = os.path.abspath(ref.module)
     if not os.path.isfile(path):
@@ -92,7 +116,8 @@ def _import_file(ref: Reference, what: str) -> types.ModuleType:
     sys.modules[name] = module
     sys.path.insert(0, os.path.dirname(path))
     try:
-        spec.loader.exec_module(module)
+        with _exits_raise():
+            spec.loader.exec_module(module)
     except SyntaxError as e:
         del sys.modules[name]
         caret = f"\n{point_at(e.text.rstrip(), (e.offset or 1) - 1)}" if e.text else ""
@@ -100,6 +125,14 @@ def _import_file(ref: Reference, what: str) -> types.ModuleType:
             f"{what} {ref.text!r}: {ref.module} has a syntax error at line {e.lineno}: {e.msg}{caret}",
             location=f"{path}:{e.lineno}",
             hint=f"fix the file; `python {ref.module}` shows the same error",
+        ) from None
+    except (SystemExit, _ProcessExit) as e:
+        del sys.modules[name]
+        how = f"os._exit({e.code!r})" if isinstance(e, _ProcessExit) else f"sys.exit({e.code!r})"
+        raise InputSpecError(
+            f"{what} {ref.text!r}: importing {ref.module} ends the process: it calls {how}",
+            location=_user_frame_in(e, path),
+            hint="a model file must not exit when imported: put script code under `if __name__ == \"__main__\":`",
         ) from None
     except BaseException as e:
         del sys.modules[name]
@@ -378,6 +411,7 @@ def resolve_example_inputs(spec: str | None, loaded: LoadedModel) -> ExampleInpu
                 return _from_value(fn, spec)
             return _from_function(fn, spec, model)
         parsed = parse_inputs_spec(spec)
+        parsed.require_memory()  # before drawing: an allocation the machine cannot hold may not fail cleanly
         args, kwargs = parsed.materialize(0)
         return ExampleInputs(args, kwargs, f"--example-inputs {str(parsed)!r}", parsed.materialize)
 

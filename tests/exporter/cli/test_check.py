@@ -1,4 +1,4 @@
-"""check: many models, verdicts against a baseline, in one process or in workers."""
+"""check: many models, verdicts against a baseline, each model in a worker process of its own."""
 
 import sys
 
@@ -12,7 +12,7 @@ def test_a_baseline_is_recorded_then_held(models):
     assert [(r.status, r.note, r.passed) for r in first] == [("ok", "baseline recorded", True)]
 
     (models / "unit_models.py").write_text((models / "unit_models.py").read_text().replace("return self.lin(x)", "return self.lin(x).sigmoid()"))
-    del sys.modules["unit_models"]  # loaded again from the changed file
+    assert "unit_models" not in sys.modules  # each model is loaded in a fresh worker, from the changed file
     drifted = run_check(CheckSettings(["unit_models.py:Net"], baseline=baseline))
     assert drifted[0].status == "drift" and not drifted[0].passed
     assert "op histogram changed:" in drifted[0].drift

@@ -69,6 +69,9 @@ def test_models_strings_and_tables_with_paths_relative_to_the_pyproject(tmp_path
         ("models = [{ model = 'a.py:A', init-args = 3 }]", r"`init-args` must be a table"),
         ("models = ['a.py:A']\nrtol = 'small'", r"rtol: expected a number"),
         ("models = ['a.py:A']\njobs = 0", r"jobs: expected a positive integer"),
+        ("models = ['a.py:A']\ntimeout = 'long'", r"timeout: expected seconds, got 'long'"),
+        ("models = ['a.py:A']\ntimeout = -5", r"timeout: expected seconds"),
+        ("models = ['a.py:A']\nmax-memory = 'lots'", r"max-memory: expected a size, got 'lots'"),
         ("models = [", r"cannot be read"),
     ],
 )
@@ -77,3 +80,12 @@ def test_a_wrong_table_names_the_file_and_the_key(tmp_path, table, message):
     path.write_text("[tool.exporter]\n" + table + "\n")
     with pytest.raises(InputSpecError, match=message):
         load_config(str(path))
+
+
+def test_limits_per_model_in_seconds_and_bytes(tmp_path):
+    path = tmp_path / "pyproject.toml"
+    path.write_text("[tool.exporter]\nmodels = ['a.py:A']\ntimeout = 90\nmax-memory = '1.5G'\n")
+    config = load_config(str(path))
+    assert (config.timeout, config.max_memory) == (90.0, 3 << 29)
+    path.write_text("[tool.exporter]\nmodels = ['a.py:A']\ntimeout = 0\n")
+    assert load_config(str(path)).timeout == 0.0, "0 (no limit) is kept, so it overrides the default"
