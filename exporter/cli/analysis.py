@@ -195,7 +195,8 @@ def _group_name(parts: tuple[str, ...], indices: set[int]) -> str:
 
 def state_groups(signature: dict[str, list[dict[str, Any]]], limit: int = 12) -> list[dict[str, Any]]:
     """Parameters, buffers and constants summed per module subtree, at most ``limit`` groups
-    (shallower subtrees until they fit): count per kind, tensors, elements, bytes, dtypes.
+    (shallower subtrees until they fit): count per kind, tensors, elements, bytes, dtypes, and
+    the targets counted.
     A stack of numbered layers is one group (``model.layers.0-31``)."""
     rows = [r for r in signature.get("inputs", []) if r["kind"] in _STATE_KINDS]
     deepest = max((len((r["target"] or "").split(".")) for r in rows), default=0)
@@ -221,6 +222,7 @@ def state_groups(signature: dict[str, list[dict[str, Any]]], limit: int = 12) ->
                 "elements": sum(m.get("numel") or 0 for m in members),
                 "bytes": sum(m.get("bytes") or 0 for m in members),
                 "dtypes": sorted({m["dtype"] for m in members if m.get("dtype")}),
+                "targets": [m["target"] for m in members],
             }
         )
     return result

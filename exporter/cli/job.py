@@ -34,6 +34,7 @@ from .analysis import (
 from .artifacts import Artifact, aoti_path_beside, build_aoti, build_onnx, decompose, files_size, load_aoti, load_onnx
 from .compare import compare_runner_with_eager, compare_with_eager, require_match
 from .dynamic_flags import dynamic_shapes_from_flags
+from .graph_data import graph_data
 from .loading import load_model, resolve_example_inputs
 from .report import ExportReport, describe_leaf
 from .save import Staging
@@ -122,6 +123,7 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
         report.modules = module_op_counts(program)
         report.range_constraints = range_rows(program)
         report.dims = dim_rows(program, names, plan, input_paths)
+        report.graph = graph_data(program, names, input_paths)
 
         runs = []
         if settings.verify:

@@ -20,6 +20,7 @@ from .artifacts import DECOMPOSITIONS, require_onnx
 from .baseline import baseline_entry, load_baseline, save_baseline
 from .check import check_exit_code, check_json, run_check
 from .config import find_config, load_config
+from .html import check_html, export_html, write_html
 from .job import run_export
 from .junit import write_junit
 from .loading import parse_init_args
@@ -99,6 +100,12 @@ def _export_parser() -> argparse.ArgumentParser:
         "with --verify it is run in onnxruntime against eager",
     )
     p.add_argument("--json", metavar="REPORT.json", help="also write a machine-readable report")
+    p.add_argument(
+        "--html",
+        metavar="REPORT.html",
+        help="also write a report to look at: one self-contained file with the signature, ops, module tree, "
+        "a drawing of the graph (modules as boxes, open them down to single ops), verification and timings",
+    )
     p.add_argument("--verify", action="store_true", help="compare program and eager on the example and fresh inputs")
     p.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance for --verify (default 1e-4)")
     p.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance for --verify (default 1e-5)")
@@ -146,6 +153,7 @@ def _check_parser() -> argparse.ArgumentParser:
     p.add_argument("--update-baseline", action="store_true", help="record the current exports in --baseline")
     p.add_argument("--junit", metavar="FILE", help="write JUnit XML")
     p.add_argument("--json", metavar="FILE", help="write a machine-readable report")
+    p.add_argument("--html", metavar="FILE", help="write one HTML report of every model, each linked from the table")
     p.add_argument("-j", "--jobs", type=int, metavar="N", help="export N models at once (default 1); each model "
                    "runs in a worker process of its own, so one that crashes, hangs or runs out of memory fails alone")
     p.add_argument("--timeout", metavar="SECONDS", help="stop a model's worker after SECONDS and fail that model "
@@ -229,6 +237,8 @@ def _export_main(argv: list[str]) -> int:
         report = run_export(settings, on_stage=stage)
     if args.json:
         write_json(args.json, report.to_json())
+    if args.html:
+        write_html(args.html, export_html(report))
     if args.quiet:
         render_quiet(report, console)
     else:
@@ -301,6 +311,8 @@ def _check_outcome(results, args: argparse.Namespace, console: Console, summary:
         write_junit(args.junit, results)
     if args.json:
         write_json(args.json, summary)
+    if getattr(args, "html", None):
+        write_html(args.html, check_html(results, title))
     if args.quiet:
         console.print(f"{sum(r.passed for r in results)}/{len(results)} models passed", highlight=False)
     else:

@@ -59,6 +59,8 @@ class ExportReport:
     """The .pt2 and, with ``--aoti`` / ``--onnx``, the files made from it; each with its size and check."""
     program: Any = None
     """The ExportedProgram (not part of the JSON report, and not sent between processes)."""
+    graph: dict[str, Any] | None = None
+    """The graph for the HTML report's drawing (``graph_data``; not part of the JSON report)."""
 
     @property
     def ok(self) -> bool:

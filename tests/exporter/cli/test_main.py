@@ -467,6 +467,19 @@ def test_signature_full_lists_every_tensor(workdir):
     assert "net.0.weight" not in out(summary) and "--signature full: every tensor" in out(summary)
 
 
+def test_html_report_of_an_export_and_of_a_check(workdir):
+    result = run("models.py:Net", "--verify", "--html", "net.html", "-o", "n.pt2", cwd=workdir)
+    assert result.returncode == 0, out(result)
+    page = (workdir / "net.html").read_text()
+    assert ">Graph</h2>" in page and "Program vs eager" in page and "<code>models.py:Net</code>" in page
+
+    result = run("check", "models.py:Net", "models.py:Branchy", "--html", "check.html", cwd=workdir)
+    assert result.returncode == 1, out(result)
+    page = (workdir / "check.html").read_text()
+    assert "1/2 models passed" in page and "href='#model-1'" in page and "href='#model-2'" in page
+    assert page.count(">Graph</h2>") == 1 and "Failure: " in page, "the graph of the model that exported, the failure of the other"
+
+
 def test_dynamic_constraint_violation_exits_1_with_the_fix(workdir):
     flags = ["--dynamic", "input_ids.0=batch", "--dynamic", "input_ids.1=seq:..128",
              "--dynamic", "attention_mask.0=batch", "--dynamic", "attention_mask.1=seq"]
