@@ -40,12 +40,24 @@ def _kept(code, skip: set[str], anchors) -> bool:
     return code.co_name == "forward" or (code.co_filename, code.co_name) in anchors
 
 
-# code object -> whether its frames belong in a stack trace; a trace walks ~50 frames
-# per node, nearly all the same tracer frames every time.  Generated code (graph modules)
-# brings new code objects, so the table is emptied when it grows large.
-_KEEP: dict = {}
+# id(code object) -> (the code object, whether its frames belong in a stack trace); a
+# trace walks ~50 frames per node, nearly all the same tracer frames every time.  Keyed by
+# id because hashing a code object hashes its bytecode and constants (about 1 us for
+# make_fx's proxy_call); the entry holds the code object, so its id stays its own.
+# Generated code (graph modules) brings new code objects, so the table is emptied when it
+# grows large.
+_KEEP: dict[int, tuple] = {}
 _KEEP_LIMIT = 100_000
 _anchors_seen = 0
+
+
+# id(frame) -> (the frame, the kept entries of its callers, innermost first), for the kept
+# frames (``forward``s) seen during the current trace.  While a frame runs, its callers
+# wait at the line that called it, so what they contribute to a stack trace is fixed: a
+# walk stops at the first frame it has seen before instead of climbing the ~50 frames of
+# module-call machinery and caller stack above it.  Entries hold their frames (ids stay
+# theirs) and are dropped when the trace ends (``on_roomy_stack``).
+_CALLERS: dict[int, tuple[FrameType, tuple]] = {}
 
 
 def user_stack_trace(frame: FrameType | None) -> str | None:
@@ -54,16 +66,25 @@ def user_stack_trace(frame: FrameType | None) -> str | None:
     anchors = stack_trace_anchors()
     if len(anchors) != _anchors_seen or len(_KEEP) > _KEEP_LIMIT:
         _KEEP.clear()
+        _CALLERS.clear()
         _anchors_seen = len(anchors)
-    kept = []
+    kept: list[tuple[str, int, str]] = []
+    walked: list[tuple[FrameType, int]] = []
     while frame is not None:
         code = frame.f_code
-        keep = _KEEP.get(code)
-        if keep is None:
-            keep = _KEEP[code] = _kept(code, uninteresting_files(), anchors)
-        if keep:
+        entry = _KEEP.get(id(code))
+        if entry is None:
+            entry = _KEEP[id(code)] = (code, _kept(code, uninteresting_files(), anchors))
+        if entry[1]:
             kept.append((code.co_filename, frame.f_lineno, code.co_name))
+            seen = _CALLERS.get(id(frame))
+            if seen is not None and seen[0] is frame:
+                kept.extend(seen[1])
+                break
+            walked.append((frame, len(kept)))
         frame = frame.f_back
+    for seen_frame, after in walked:
+        _CALLERS[id(seen_frame)] = (seen_frame, tuple(kept[after:]))
     return _format(tuple(kept)) if kept else None
 
 
@@ -117,5 +138,9 @@ def _roomy_call() -> Callable[..., Any]:
 
 
 def on_roomy_stack(fn: Callable[..., _T], *args: Any) -> _T:
-    """``fn(*args)``, with its frames in one freshly opened frame-stack chunk (see module doc)."""
-    return _roomy_call()(fn, *args)
+    """``fn(*args)``, with its frames in one freshly opened frame-stack chunk (see module doc);
+    the frames the stack traces of its nodes remembered are let go when it returns."""
+    try:
+        return _roomy_call()(fn, *args)
+    finally:
+        _CALLERS.clear()

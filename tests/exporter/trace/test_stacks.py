@@ -87,3 +87,20 @@ def test_calls_above_the_roomy_frame_do_not_map_a_chunk_each():
     # Without it, the calls made right at a chunk boundary fault a page each.
     assert max(_page_faults_of_calls_at_each_depth(lambda fn, *args: fn(*args))) >= 900
     assert max(_page_faults_of_calls_at_each_depth(on_roomy_stack)) < 100
+
+
+def test_a_frame_seen_before_lends_its_callers_and_is_let_go_after_the_trace():
+    import sys
+
+    from exporter.trace import stacks
+
+    def forward():  # a kept frame: its callers' part is remembered while it runs
+        here = sys._getframe()
+        first = stacks.user_stack_trace(here)
+        assert any(entry[0] is here for entry in stacks._CALLERS.values())
+        second = stacks.user_stack_trace(here)  # from the cache: the same text
+        return first, second
+
+    first, second = stacks.on_roomy_stack(forward)
+    assert first == second and 'in forward' in first
+    assert not stacks._CALLERS, "frames must not outlive the trace"
