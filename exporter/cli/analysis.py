@@ -66,12 +66,20 @@ def output_paths(program: torch.export.ExportedProgram) -> list[str]:
     spec = entries[0].signature.out_spec if entries and entries[0].signature is not None else None
     if spec is None:
         return fallback
-    try:
-        placeholders = pytree.tree_unflatten([object() for _ in range(spec.num_leaves)], spec)
-        paths = [output_path(path) for path, _ in pytree.tree_flatten_with_path(placeholders)[0]]
-    except Exception:  # noqa: BLE001 - a container that cannot be rebuilt or keyed: numbered instead
-        return fallback
-    return paths if len(paths) == n else fallback
+    # Rebuild the output from stand-in leaves and read the paths back off it: a container
+    # (a KV cache) may insist on tensors, so try the program's own values before plain objects.
+    output = next((n for n in program.graph.nodes if n.op == "output"), None)
+    values = [getattr(v, "meta", {}).get("val") for v in (output.args[0] if output is not None else [])]
+    user = [v for spec, v in zip(program.graph_signature.output_specs, values) if spec.kind is OutputKind.USER_OUTPUT]
+    for leaves in (user, [object()] * spec.num_leaves):
+        try:
+            rebuilt = pytree.tree_unflatten(list(leaves), spec)
+            paths = [output_path(path) for path, _ in pytree.tree_flatten_with_path(rebuilt)[0]]
+        except Exception:  # noqa: BLE001 - a container that cannot be rebuilt or keyed: try the next, or number them
+            continue
+        if len(paths) == n:
+            return paths
+    return fallback
 
 
 def _user_input_nodes(program: torch.export.ExportedProgram) -> list[Any]:

@@ -207,6 +207,10 @@ def _verification(report) -> str:
             rows.append([_e(run.label), "—", "", "", f"<span class='warn'>eager fails at these inputs (nothing to compare): {_e(run.eager_error)}</span>"])
         elif run.error:
             rows.append([_e(run.label), "—", "", "", f"<span class='bad'>{_e(run.error)}</span>"])
+        elif run.ok and len(run.outputs) > 1:
+            worst_abs = max(out.max_abs for out in run.outputs)
+            worst_rel = max(out.max_rel for out in run.outputs)
+            rows.append([_e(run.label), f"all {len(run.outputs)} outputs", f"{worst_abs:.3g}", f"{worst_rel:.3g}", "<span class='ok'>ok</span>"])
         else:
             for out in run.outputs:
                 note = f" ({_e(out.note)})" if out.note else ""

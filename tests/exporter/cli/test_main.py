@@ -467,6 +467,47 @@ def test_signature_full_lists_every_tensor(workdir):
     assert "net.0.weight" not in out(summary) and "--signature full: every tensor" in out(summary)
 
 
+DECODE = textwrap.dedent(
+    """
+    import torch
+    import transformers
+
+    class Decode(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            config = transformers.LlamaConfig(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                              hidden_size=32, intermediate_size=64, vocab_size=100)
+            self.model = transformers.LlamaForCausalLM(config).eval()
+
+        def forward(self, token, cache):
+            return self.model(token, past_key_values=cache, use_cache=True)
+
+    def make_inputs():
+        model = Decode()
+        with torch.no_grad():
+            out = model.model(torch.randint(0, 100, (2, 5)), use_cache=True)
+        return (torch.randint(0, 100, (2, 1)), getattr(out, "past_key_values", None) or out.cache), {}
+    """
+)
+
+
+def test_a_kv_cache_decode_step_by_its_pytree_paths_at_80_columns(workdir):
+    (workdir / "decode.py").write_text(DECODE)
+    flags = ["--dynamic=cache.layers.0.keys.2=past:..60"]
+    flags += [f"--dynamic=cache.layers.{i}.{kv}.2=past" for i, kv in ((0, "values"), (1, "keys"), (1, "values"))]
+    env = dict(os.environ, COLUMNS="80")
+    result = subprocess.run([sys.executable, "-m", "exporter", "decode.py:Decode", "--example-inputs", ":make_inputs", *flags,
+                             "--verify", "-o", "d.pt2"], cwd=workdir, capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, out(result)
+    text = result.stdout
+    assert max(len(line) for line in text.splitlines()) <= 80 and "…" not in text
+    for expected in ("input   cache.layers[0].keys    float32  [2, 2, past, 8]",
+                     "output  logits                  float32  [2, 1, 100]",
+                     "output  cache.layers[1].values  float32  [2, 2, past + 1, 8]",
+                     "max past=60        all 5", "min past=0         all 5"):
+        assert expected in text, expected
+
+
 def test_html_report_of_an_export_and_of_a_check(workdir):
     result = run("models.py:Net", "--verify", "--html", "net.html", "-o", "n.pt2", cwd=workdir)
     assert result.returncode == 0, out(result)

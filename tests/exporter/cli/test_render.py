@@ -1,6 +1,7 @@
 """Rendering reports for people: summaries, one-line verdicts, errors, the check table."""
 
 import io
+import re
 
 from rich.console import Console
 
@@ -224,3 +225,20 @@ def test_the_range_table_shows_accepted_and_declared_ranges_and_why_they_differ(
     text = _text(console)
     assert "batch  named  1..16    1..16     input_ids.shape[0]" in text
     assert "s1     auto   2..      0..       x.shape[1]" in text and "s1: min 2: torch traces" in text
+
+
+def test_a_run_of_many_outputs_is_one_row_unless_one_of_them_mismatches():
+    from exporter.cli.compare import Comparison, OutputDiff
+
+    report = ExportReport(ExportSettings("m.py:M"), status="ok")
+    paths = ["logits", *(f"cache.layers[{i}].{kv}" for i in range(8) for kv in ("keys", "values"))]
+    report.verification = [
+        Comparison("example", tuple(OutputDiff(p, 1e-7, 1e-8, True) for p in paths)),
+        Comparison("max past=60", tuple(OutputDiff(p, 0.5 if p == "logits" else 0.0, 0.1, p != "logits") for p in paths)),
+    ]
+    console = _narrow_console()
+    render_export(report, console)
+    text = _text(console)
+    assert re.search(r"example +all 17 +1e-07 +1e-08  ok", text)
+    assert re.search(r"max past=60 +logits +0.5 +0.1  MISMATCH", text)
+    assert text.count("cache.layers[7].values") == 1, "the failing run lists every output"
