@@ -65,12 +65,14 @@ def _artifact_check(artifact) -> Text:
     runs = len(artifact.verification)
     if artifact.verified:
         worst = max((o.max_abs for c in artifact.verification for o in c.outputs), default=0.0)
-        return Text(f"ok: {runs} runs, max abs error {worst:.3g}", style="green")
+        skipped = sum(c.eager_error is not None for c in artifact.verification)
+        note = f" ({skipped} eager could not run)" if skipped else ""
+        return Text(f"ok: {runs - skipped} runs{note}, max abs error {worst:.3g}", style="green")
     return Text(f"MISMATCH on {sum(not c.ok for c in artifact.verification)} of {runs} runs", style="red")
 
 
 def _artifacts_table(report) -> Group:
-    table = Table()
+    table = Table(box=None, pad_edge=False)
     for column in ("artifact", "file", "size", "seconds", "check"):
         table.add_column(column, justify="right" if column in ("size", "seconds") else "left")
     for a in report.artifacts:
@@ -159,8 +161,7 @@ def _signature_summary(report) -> Group:
         io.add_row("output", escape(f"{row['kind'].lower()} {row.get('target') or row['name']}"), row.get("dtype") or "", escape(_shape(row)))
     if len(others) > _EXTRA_ROWS:
         io.add_row("output", f"... {len(others) - _EXTRA_ROWS} more (--signature full)", "", "")
-    head = f"signature: {_count(len(inputs), 'input')}, {_count(len(outputs), 'output')}; {_state_summary(report)}"
-    parts = [Text(head, style="bold"), io]
+    parts = [Text(f"signature: {_count(len(inputs), 'input')}, {_count(len(outputs), 'output')}", style="bold"), io]
     groups = state_groups(signature)
     if groups:
         table = Table(box=None, pad_edge=False)
@@ -173,7 +174,11 @@ def _signature_summary(report) -> Group:
             kinds = ", ".join(_count(n, k.replace("_", " ")) for k, n in g["kinds"].items() if k != "parameter")
             name = g["group"] + (f" ({kinds})" if kinds else "")
             table.add_row(escape(name), str(g["tensors"]), f"{g['elements']:,}", _bytes(g["bytes"]), ", ".join(g["dtypes"]))
-        parts += [Text("parameters and buffers by module (--signature full: every tensor)", style="bold"), table]
+        parts += [
+            Text(f"{_state_summary(report)} by module", style="bold"),
+            table,
+            Text("--signature full lists every one", style="dim"),
+        ]
     return Group(*parts)
 
 
@@ -288,7 +293,7 @@ def _verification_table(report) -> Group:
     notes = []
     for run in report.verification:
         if run.eager_error:
-            table.add_row(escape(run.label), "—", "", "", Text("eager fails (below)", style="yellow"))
+            table.add_row(escape(run.label), "—", "", "", Text("eager fails", style="yellow"))
             notes.append(Text(f"{run.label}: eager fails at these inputs, so nothing to compare (is the declared range too wide?): {run.eager_error}", style="yellow"))
             continue
         if run.error:

@@ -464,7 +464,7 @@ def test_signature_full_lists_every_tensor(workdir):
     for target in ("net.0.weight", "net.0.bias", "net.2.weight", "net.2.bias"):
         assert f"parameter    {target}" in out(result)
     summary = run(os.path.join(EXAMPLES, "mlp.py:MLP"), "-o", "m.pt2", cwd=workdir)
-    assert "net.0.weight" not in out(summary) and "--signature full: every tensor" in out(summary)
+    assert "net.0.weight" not in out(summary) and "--signature full lists every one" in out(summary)
 
 
 DECODE = textwrap.dedent(

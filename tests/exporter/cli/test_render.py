@@ -178,7 +178,8 @@ def test_a_deep_model_summarised_at_80_columns_without_cutting_names(tmp_path, m
     text = _text(console)
     assert max(len(line) for line in text.splitlines()) <= 80 and "…" not in text
     for expected in (
-        "signature: 1 input, 2 outputs; 42 parameters (408 elements, 1.6 KB)",
+        "signature: 1 input, 2 outputs",
+        "42 parameters (408 elements, 1.6 KB) by module",
         "input   x                                         float32  [2, 4]",
         "output  hidden_states_of_the_whole_encoder_stack  float32  [2, 4]",
         "output  logits[0]",
@@ -207,7 +208,7 @@ def test_verification_at_sizes_the_model_itself_cannot_run_is_a_note_not_a_misma
     console = _narrow_console()
     render_export(report, console)
     text = _text(console)
-    assert "max batch=16 seq=512  logits" in text and "eager fails (below)" in text
+    assert "max batch=16 seq=512  logits" in text and "eager fails" in text
     assert "min batch=1 seq=0: eager fails at these inputs" in text and "MISMATCH" not in text
 
 
