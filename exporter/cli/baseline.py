@@ -15,7 +15,16 @@ from typing import Any
 from .._errors import InputSpecError
 from .save import write_json
 
-__all__ = ["BASELINE_SCHEMA", "baseline_entry", "drift", "durations", "load_baseline", "save_baseline"]
+__all__ = [
+    "BASELINE_SCHEMA",
+    "baseline_entry",
+    "drift",
+    "durations",
+    "load_baseline",
+    "newer_schema",
+    "read_json",
+    "save_baseline",
+]
 
 BASELINE_SCHEMA = "exporter.baseline/1"
 _SIGNATURE_KEYS = ("kind", "name", "target", "persistent", "shape", "dtype", "value")
@@ -39,23 +48,48 @@ def durations(models: dict[str, Any]) -> dict[str, float]:
 
 
 def load_baseline(path: str) -> dict[str, Any]:
-    """The baseline's models (by reference); an absent file is an empty baseline."""
+    """The baseline's models (by reference); an absent file is an empty baseline. A file that is
+    not one (broken, cut short, another tool's, a newer exporter's) is refused, never overwritten."""
     if not os.path.exists(path):
         return {}
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
+    data = read_json(path, "--baseline", "fix the file or delete it and record it again with --update-baseline")
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if isinstance(schema, str) and newer_schema(schema, BASELINE_SCHEMA):
         raise InputSpecError(
-            f"--baseline {path} cannot be read: {e}",
-            hint="fix or delete the file, then record it again with --update-baseline",
-        ) from None
-    if not isinstance(data, dict) or data.get("schema") != BASELINE_SCHEMA or not isinstance(data.get("models"), dict):
+            f"--baseline {path} was written by a newer exporter (schema {schema}); this one reads {BASELINE_SCHEMA}",
+            hint="upgrade exporter (pip install -U exporter) to check against it; it is left as it is",
+        )
+    if schema != BASELINE_SCHEMA or not isinstance(data.get("models"), dict):
         raise InputSpecError(
             f"--baseline {path} is not an exporter baseline (schema {BASELINE_SCHEMA})",
-            hint="record one with --update-baseline",
+            hint="give the file --update-baseline wrote, or a path with no file to record a new one",
         )
     return data["models"]
+
+
+def read_json(path: str, what: str, hint: str) -> Any:
+    """``path``'s JSON; an error names the file, where the JSON broke and whether it was cut short."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+        return json.loads(raw.decode("utf-8"))
+    except OSError as e:
+        raise InputSpecError(f"{what} {path} cannot be read: {e.strerror or e}", hint=hint) from None
+    except UnicodeDecodeError as e:
+        raise InputSpecError(f"{what} {path} is not JSON: byte {e.start} is not UTF-8 text", hint=hint) from None
+    except json.JSONDecodeError as e:
+        cut = not e.doc[e.pos:].strip()
+        why = "it ends early, as a file cut short does" if cut else e.msg
+        raise InputSpecError(
+            f"{what} {path} is not valid JSON: {why} (line {e.lineno}, column {e.colno})", hint=hint
+        ) from None
+
+
+def newer_schema(found: str, known: str) -> bool:
+    """``exporter.baseline/2`` is newer than ``exporter.baseline/1``; other names are not."""
+    name, _, version = found.rpartition("/")
+    known_name, _, known_version = known.rpartition("/")
+    return name == known_name and version.isdigit() and int(version) > int(known_version)
 
 
 def save_baseline(path: str, models: dict[str, Any]) -> None:

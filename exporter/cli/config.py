@@ -29,8 +29,8 @@ import attrs
 
 from .._errors import InputSpecError
 from .loading import parse_reference
-from .settings import ModelEntry
 from .memory import parse_size
+from .settings import ModelEntry
 from .workers import parse_timeout
 
 __all__ = ["CheckConfig", "find_config", "load_config"]

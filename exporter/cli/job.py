@@ -13,7 +13,6 @@ import logging
 import os
 from collections.abc import Callable
 
-import torch
 import torch.utils._pytree as pytree
 
 from .._errors import AbortError, Category, ErrorInfo
@@ -37,7 +36,7 @@ from .dynamic_flags import dynamic_shapes_from_flags
 from .graph_data import graph_data
 from .loading import load_model, resolve_example_inputs
 from .report import ExportReport, describe_leaf
-from .save import Staging
+from .save import Staging, require_writable, write_program, writing
 from .settings import ExportSettings
 from .sizes import inputs_at, size_draws
 
@@ -63,6 +62,16 @@ def _exited(exit: SystemExit, stage: str) -> AbortError:
     return error
 
 
+def _require_outputs_writable(settings: ExportSettings, name: str) -> None:
+    """An unwritable or mistyped output location fails before the export, not after it."""
+    if settings.save:
+        require_writable(settings.output or f"{name}.pt2", "-o" if settings.output else "the program")
+    if settings.aoti:
+        require_writable(settings.aoti, "--aoti")
+    if settings.onnx:
+        require_writable(settings.onnx, "--onnx")
+
+
 def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None = None) -> ExportReport:
     """Load, export, optionally lower, verify and save ``settings.model`` with the artifacts asked
     for (AOTInductor, ONNX); failures end up in the report."""
@@ -83,6 +92,7 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
         report.model_name = loaded.name
         report.model_class = f"{type(model).__module__}.{type(model).__qualname__}"
         report.parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+        _require_outputs_writable(settings, loaded.name)
         timer.lap("load")
 
         stage("preparing example inputs")
@@ -145,7 +155,8 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
             if settings.save:
                 stage("saving")
                 staged = staging.path(program_path)
-                torch.export.save(program, staged)
+                with writing(program_path):
+                    write_program(program, staged)
                 seconds = _lap(timer, "save")
                 report.artifacts.append(
                     Artifact("program", os.path.abspath(program_path), files_size(staged), seconds, report.ir, report.verification)

@@ -13,9 +13,11 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import io
 import json
 import os
 import sys
+import tokenize
 import traceback
 import types
 from collections.abc import Callable, Iterator
@@ -92,6 +94,29 @@ def _exits_raise() -> Iterator[None]:
         os._exit = real
 
 
+def _not_text(ref: Reference, what: str, path: str) -> InputSpecError:
+    """The error for a model file Python cannot decode, with the first byte it stops at."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        encoding = tokenize.detect_encoding(io.BytesIO(raw).readline)[0]
+    except SyntaxError:
+        encoding = "utf-8"
+    try:
+        raw.decode(encoding)
+        where, line = "", None
+    except (UnicodeDecodeError, LookupError) as e:
+        start = getattr(e, "start", 0)
+        line = raw.count(b"\n", 0, start) + 1
+        column = start - (raw.rfind(b"\n", 0, start) + 1) + 1
+        where = f": byte 0x{raw[start]:02x} at line {line}, column {column}"
+    return InputSpecError(
+        f"{what} {ref.text!r}: {ref.module} is not {'UTF-8' if encoding == 'utf-8' else encoding} text{where}",
+        location=f"{path}:{line}" if line else None,
+        hint="save the file as UTF-8, or name its encoding in a comment on its first line: # -*- coding: latin-1 -*-",
+    )
+
+
 def _import_file(ref: Reference, what: str) -> types.ModuleType:
     path = os.path.abspath(ref.module)
     if not os.path.isfile(path):
@@ -120,6 +145,8 @@ def _import_file(ref: Reference, what: str) -> types.ModuleType:
             spec.loader.exec_module(module)
     except SyntaxError as e:
         del sys.modules[name]
+        if "can't decode" in str(e.msg):
+            raise _not_text(ref, what, path) from None
         caret = f"\n{point_at(e.text.rstrip(), (e.offset or 1) - 1)}" if e.text else ""
         raise InputSpecError(
             f"{what} {ref.text!r}: {ref.module} has a syntax error at line {e.lineno}: {e.msg}{caret}",
@@ -331,8 +358,9 @@ def _as_args_kwargs(value: Any, source: str) -> tuple[tuple[Any, ...], dict[str,
         return tuple(value), {}
     if isinstance(value, dict):
         return (), dict(value)
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
     raise InputSpecError(
-        f"example inputs from {source} are a {type(value).__name__}",
+        f"example inputs from {source} are a {type(value).__name__} ({shown}), not inputs for forward()",
         hint="return a tuple of positional inputs, (args, kwargs), a dict of keyword inputs, or a single tensor",
     )
 
@@ -411,6 +439,7 @@ def resolve_example_inputs(spec: str | None, loaded: LoadedModel) -> ExampleInpu
                 return _from_value(fn, spec)
             return _from_function(fn, spec, model)
         parsed = parse_inputs_spec(spec)
+        parsed.require_memory()  # before drawing: an allocation the machine cannot hold may not fail cleanly
         args, kwargs = parsed.materialize(0)
         return ExampleInputs(args, kwargs, f"--example-inputs {str(parsed)!r}", parsed.materialize)
 

@@ -24,11 +24,11 @@ from .html import check_html, export_html, write_html
 from .job import run_export
 from .junit import write_junit
 from .loading import parse_init_args
+from .memory import parse_size
 from .render import progress, render_check, render_error, render_export, render_quiet
-from .save import write_json
+from .save import require_writable, write_json
 from .settings import CheckSettings, ExportSettings
 from .shard import parse_shard
-from .memory import parse_size
 from .workers import DEFAULT_TIMEOUT, parse_timeout
 
 __all__ = ["main"]
@@ -259,6 +259,7 @@ def _check_main(argv: list[str]) -> int:
     if args.update_baseline and not settings.baseline:
         _check_parser().error("--update-baseline needs --baseline FILE (or baseline = ... in [tool.exporter])")
     try:
+        _require_writable(args, settings.baseline if args.update_baseline else None)
         with progress(console if not args.quiet else Console(quiet=True, emoji=False)) as stage:
             stage("exporting")
             results = run_check(settings, lambda ref, finished: stage(f"exported {finished}, last {ref}"))
@@ -269,6 +270,13 @@ def _check_main(argv: list[str]) -> int:
         title += f", shard {settings.shard[0]}/{settings.shard[1]}: {len(results)} of {len(settings.models)} models"
     summary = check_json(results, settings.shard, [m.reference for m in settings.models])
     return _check_outcome(results, args, console, summary, title)
+
+
+def _require_writable(args: argparse.Namespace, baseline: str | None) -> None:
+    """Refuse output locations that cannot be written before exporting anything."""
+    for what, path in (("--json", args.json), ("--junit", args.junit), ("--baseline", baseline)):
+        if path:
+            require_writable(path, what)
 
 
 def _check_settings(args: argparse.Namespace) -> CheckSettings:
@@ -328,6 +336,7 @@ def _merge_main(argv: list[str]) -> int:
     if args.update_baseline and not args.baseline:
         _merge_parser().error("--update-baseline needs --baseline FILE")
     try:
+        _require_writable(args, args.baseline if args.update_baseline else None)
         merged, results = merge_shards({path: load_shard(path) for path in args.shards})
         if args.update_baseline:
             baseline = load_baseline(args.baseline)
@@ -343,11 +352,14 @@ def _merge_main(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "check":
-        return _check_main(argv[1:])
-    if argv and argv[0] == "merge":
-        return _merge_main(argv[1:])
-    return _export_main(argv)
+    try:
+        if argv and argv[0] == "check":
+            return _check_main(argv[1:])
+        if argv and argv[0] == "merge":
+            return _merge_main(argv[1:])
+        return _export_main(argv)
+    except InputSpecError as e:  # found late, such as an output location that fills up
+        return _input_error(Console(emoji=False), e)
 
 
 if __name__ == "__main__":

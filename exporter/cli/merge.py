@@ -8,10 +8,10 @@ counts), a shard missing or given twice, a model checked twice or not at all.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .._errors import InputSpecError
+from .baseline import newer_schema, read_json
 from .check import CHECK_SCHEMA, CheckResult, check_json
 
 __all__ = ["load_shard", "merge_shards"]
@@ -19,11 +19,13 @@ __all__ = ["load_shard", "merge_shards"]
 
 def load_shard(path: str) -> dict[str, Any]:
     """A ``check --json`` file; an error names the file when it is not one."""
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        raise InputSpecError(f"{path} cannot be read: {e}", hint="give the --json files the shards wrote") from None
+    data = read_json(path, "shard file", "give the --json files the shards wrote")
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if isinstance(schema, str) and newer_schema(schema, CHECK_SCHEMA):
+        raise InputSpecError(
+            f"{path} was written by a newer exporter (schema {schema}); this one reads {CHECK_SCHEMA}",
+            hint="merge with the exporter version the shards ran",
+        )
     if not isinstance(data, dict) or data.get("schema") != CHECK_SCHEMA or not isinstance(data.get("models"), list):
         raise InputSpecError(
             f"{path} is not the --json of `exporter check` (schema {CHECK_SCHEMA})",

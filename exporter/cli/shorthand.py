@@ -33,6 +33,7 @@ import attrs
 import torch
 
 from .._errors import InputSpecError, point_at
+from .memory import available_memory, format_size
 
 __all__ = ["TensorSpec", "InputsSpec", "parse_inputs_spec", "looks_like_callable_reference"]
 
@@ -100,6 +101,11 @@ class TensorSpec:
         to = None if high == torch.iinfo(self.dtype).max + 1 else high
         return torch.empty(self.shape, dtype=self.dtype).random_(low, to, generator=generator)
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes the drawn tensor takes."""
+        return math.prod(self.shape) * self.dtype.itemsize
+
     def __str__(self) -> str:
         text = f"{_DTYPE_NAMES[self.dtype]}[{', '.join(map(str, self.shape))}]"
         if self.low is None:
@@ -129,6 +135,26 @@ class InputsSpec:
         args = tuple(value(item) for item in self.args)
         kwargs = {name: value(item) for name, item in self.kwargs.items()}
         return args, kwargs
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the drawn tensors take together."""
+        return sum(t.nbytes for t in (*self.args, *self.kwargs.values()) if isinstance(t, TensorSpec))
+
+    def require_memory(self, available: int | None = None) -> None:
+        """Refuse, before drawing anything, tensors that need more memory than the machine has
+        available (``available`` bytes; by default what the system and its cgroup say)."""
+        available = available_memory() if available is None else available
+        if available is None or self.nbytes <= available:
+            return
+        tensors = [t for t in (*self.args, *self.kwargs.values()) if isinstance(t, TensorSpec)]
+        largest = max(tensors, key=lambda t: t.nbytes)
+        raise InputSpecError(
+            f"--example-inputs {str(self)!r} needs {format_size(self.nbytes)} for its tensors "
+            f"({largest} alone {format_size(largest.nbytes)}), more than the {format_size(available)} of memory available",
+            hint="give smaller sizes: the program does not depend on them (a batch of 2 exports the same program; "
+            "make sizes dynamic with --dynamic to accept any)",
+        )
 
     def __str__(self) -> str:
         """Canonical text; ``parse_inputs_spec(str(spec)) == spec``."""

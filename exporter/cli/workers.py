@@ -111,7 +111,7 @@ def _work(settings, conn, dump_path: str) -> None:
             report = run_export(settings, on_stage=lambda stage: conn.send(("stage", stage)))
             report.program = None  # the data travels, the program does not
             conn.send(("report", report))
-        except BaseException as e:  # run_export reports failures; this is one it could not
+        except BaseException as e:  # noqa: BLE001 - run_export reports failures; this is one it could not
             conn.send(("error", ErrorInfo.from_exception(e)))
         finally:
             conn.close()

@@ -61,3 +61,19 @@ def test_a_baseline_entry_keeps_the_range_table():
     report = ExportReport(ExportSettings("m.py:M"), signature=ENTRY["signature"], ops=ENTRY["ops"])
     report.dims = [{"name": "seq", "symbol": "s1", "kind": "named", "min": 2, "max": 512, "declared": [2, 512], "inputs": [], "note": ""}]
     assert baseline_entry(report)["dims"] == [{"name": "seq", "kind": "named", "min": 2, "max": 512}]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("{not json", r"is not valid JSON: Expecting property name .*\(line 1, column 2\)"),
+        ('{"schema": "exporter.baseline/1", "models": {"a.py:A": {"ops"', r"is not valid JSON: it ends early, as a file cut short does"),
+        ('{"schema": "exporter.baseline/7", "models": {}}', r"was written by a newer exporter \(schema exporter.baseline/7\); this one reads exporter.baseline/1"),
+        ("\xff\xfe", r"is not JSON: byte 0 is not UTF-8 text"),
+    ],
+)
+def test_a_baseline_that_cannot_be_used_says_why(tmp_path, text, message):
+    path = tmp_path / "base.json"
+    path.write_bytes(text.encode("latin-1"))
+    with pytest.raises(InputSpecError, match=message):
+        load_baseline(str(path))

@@ -7,7 +7,12 @@ import os
 import pytest
 
 from exporter import InputSpecError
-from exporter.cli.memory import available_memory, format_size, parse_size, resident_memory
+from exporter.cli.memory import (
+    available_memory,
+    format_size,
+    parse_size,
+    resident_memory,
+)
 
 
 @pytest.mark.parametrize(

@@ -1,12 +1,19 @@
 """Files are written whole or not at all."""
 
+import errno
 import json
 
 import pytest
 import torch
 
 import exporter
-from exporter.cli.save import save_program, write_atomically, write_json
+from exporter import InputSpecError
+from exporter.cli.save import (
+    require_writable,
+    save_program,
+    write_atomically,
+    write_json,
+)
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
@@ -16,12 +23,23 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
     def fail(path):
         with open(path, "w") as f:
             f.write("half")
-        raise OSError("disk full")
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(InputSpecError, match=r"cannot write .*out.txt: No space left on device; the file already there is left") as raised:
         write_atomically(str(target), fail)
+    assert raised.value.hint == "free some space there, or write the file elsewhere"
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_an_unwritable_location_is_found_before_any_work(tmp_path):
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(InputSpecError, match=r"-o .*a_file/sub/out.pt2: .*not a directory"):
+        require_writable(str(tmp_path / "a_file" / "sub" / "out.pt2"), "-o")
+    with pytest.raises(InputSpecError, match=r"--json .* is a directory"):
+        require_writable(str(tmp_path), "--json")
+    require_writable(str(tmp_path / "new" / "dirs" / "out.pt2"), "-o")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"], "checking creates nothing"
 
 
 def test_json_and_programs_land_in_new_directories(tmp_path):

@@ -334,3 +334,14 @@ def test_keyword_inputs_may_stand_anywhere_among_positional_ones():
     assert [str(a) for a in spec.args] == ["f32[2, 3]", "i64[2, 16]@[0,1000)", "4", "0.5", "None"]
     assert list(spec.kwargs) == ["mask"]
     assert parse_inputs_spec(str(spec)) == spec
+
+
+def test_tensors_the_machine_cannot_hold_are_refused_before_any_is_drawn():
+    spec = parse_inputs_spec("f32[1024,1024] x=i64[8] 3")
+    assert spec.nbytes == 4 * 1024 * 1024 + 64
+    spec.require_memory(available=spec.nbytes)
+    with pytest.raises(InputSpecError, match=r"needs 4\.0 MiB for its tensors \(f32\[1024, 1024\] alone 4\.0 MiB\), more than the 1\.0 MiB"):
+        spec.require_memory(available=1 << 20)
+    huge = parse_inputs_spec("f32[100000,100000,100]")
+    with pytest.raises(InputSpecError, match=r"needs 3\.6 TiB"):
+        huge.require_memory()
