@@ -72,6 +72,21 @@ def _require_outputs_writable(settings: ExportSettings, name: str) -> None:
         require_writable(settings.onnx, "--onnx")
 
 
+def _out_of_memory(error: Exception, stage: str) -> AbortError | None:
+    """An allocation the machine refused, as a MEMORY failure rather than an internal error."""
+    if not (isinstance(error, MemoryError) or "can't allocate memory" in str(error)):
+        return None
+    headline = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    failure = AbortError(
+        f"out of memory while {stage}: {headline}",
+        category=Category.MEMORY,
+        location=getattr(error, "location", None),
+        hint="give smaller example inputs or a smaller model, or export on a machine with more memory",
+    )
+    failure.__cause__ = error
+    return failure
+
+
 def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None = None) -> ExportReport:
     """Load, export, optionally lower, verify and save ``settings.model`` with the artifacts asked
     for (AOTInductor, ONNX); failures end up in the report."""
@@ -197,7 +212,7 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
     except SystemExit as e:
         report.error = ErrorInfo.from_exception(_exited(e, current[0]))
     except Exception as e:  # noqa: BLE001 - reported, not raised
-        report.error = ErrorInfo.from_exception(e)
+        report.error = ErrorInfo.from_exception(_out_of_memory(e, current[0]) or e)
         # Not when there is a program (verification or saving failed: every module exports), nor
         # when the model or inputs were given wrongly (no module would run on them).
         export_failed = report.program is None and not report.error.is_input_error

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import textwrap
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -50,7 +54,7 @@ BAD = textwrap.dedent(
         def forward(self, x):
             child = subprocess.Popen(["sleep", "1000"])
             with open("child.pid", "w") as f:
-                f.write(str(child.pid))
+                f.write(f"{child.pid} {os.getpid()}")
             while True:
                 time.sleep(0.05)
 
@@ -135,8 +139,8 @@ def test_each_way_a_model_can_die_fails_that_model_alone(run, tmp_path):
     assert {ref: cases[ref].find("failure").get("type") for ref in categories} == categories
     assert "bad.py\", line 7 in forward" in cases["bad.py:Segfault"].find("system-err").text
 
-    child = int((tmp_path / "child.pid").read_text())
-    assert not _alive(child), "the hanging worker's own child was killed with it"
+    child, worker = map(int, (tmp_path / "child.pid").read_text().split())
+    assert not _alive(worker) and not _alive(child), "the hanging worker's own child was killed with it"
 
 
 def test_one_worker_at_a_time_survives_a_crash_at_import(run, tmp_path):
@@ -178,3 +182,24 @@ def test_the_limits_come_from_pyproject(run, tmp_path):
     code, out = run("check", "--json", "c.json")
     assert code == 1 and "stopped after 2 s (--timeout)" in " ".join(out.replace("│", " ").split())
     assert os.path.exists(tmp_path / "child.pid")
+
+
+def test_a_cancelled_check_leaves_no_worker_running(run, tmp_path):
+    """CI cancels a job with SIGTERM: the workers and what they started go with the run."""
+    check = subprocess.Popen([sys.executable, "-m", "exporter", "check", "bad.py:Hang", "--timeout", "0"], cwd=tmp_path,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            if (tmp_path / "child.pid").exists() and len((tmp_path / "child.pid").read_text().split()) == 2:
+                break
+            time.sleep(0.1)
+        child, worker = map(int, (tmp_path / "child.pid").read_text().split())
+        check.send_signal(signal.SIGTERM)
+        assert check.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        check.kill()
+    for _ in range(50):  # the worker's group is killed as the run exits; give the kernel a moment
+        if not (_alive(worker) or _alive(child)):
+            break
+        time.sleep(0.1)
+    assert not _alive(worker) and not _alive(child)

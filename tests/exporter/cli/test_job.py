@@ -84,3 +84,24 @@ def test_when_an_artifact_fails_no_file_is_written(models, monkeypatch):
     assert not report.ok and "the ONNX exporter gave up" in report.error.message
     assert sorted(p.name for p in models.iterdir() if p.name != "__pycache__") == ["unit_models.py"]
     assert [a.kind for a in report.artifacts] == ["program"]
+
+
+def test_a_model_that_exits_or_runs_out_of_memory_fails_its_export_not_the_process(tmp_path, monkeypatch):
+    (tmp_path / "dying.py").write_text(
+        "import sys, torch\n"
+        "class Exits(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        sys.exit(4)\n"
+        "class Huge(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.w = torch.nn.Parameter(torch.ones(1 << 42))  # 16 TiB: refused by the allocator\n"
+        "example_inputs = (torch.randn(2),)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    exits = run_export(ExportSettings("dying.py:Exits", save=False))
+    assert exits.error.category is Category.CRASH and exits.error.message == "the model called sys.exit(4) while exporting"
+    huge = run_export(ExportSettings("dying.py:Huge", save=False))
+    assert huge.error.category is Category.MEMORY
+    assert huge.error.message.startswith("out of memory while loading the model: Huge() raised RuntimeError")
+    assert huge.error.location.endswith("dying.py:8")
