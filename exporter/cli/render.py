@@ -182,18 +182,41 @@ def _signature_summary(report) -> Group:
     return Group(*parts)
 
 
+def _module_prefix(target: str) -> str:
+    """The module a state tensor is listed under: its path up to the first numbered layer
+    (``model.layers.0``), else its own module."""
+    parts = target.split(".")
+    for i, part in enumerate(parts[:-1]):
+        if part.isdigit():
+            return ".".join(parts[: i + 1])
+    return ".".join(parts[:-1])
+
+
 def _signature_full(report) -> Group:
-    """Every row of the signature by target or path (with the graph's name where it differs
-    from the path: ``logits = linear_14``); long names fold, nothing is cut."""
-    table = _fold_table("", "kind", "target / path", "shape", "dtype")
+    """Every row of the signature. State tensors are listed under their module (or layer),
+    by the rest of their target, so the part that tells them apart is never cut; user inputs
+    and outputs by their paths (with the graph's name where it differs: ``logits = linear_14``).
+    Anything still too long folds."""
+    table = _fold_table("kind", "target / path", "shape", "dtype")
+    for column in (table.columns[0], table.columns[2], table.columns[3]):
+        column.no_wrap = True
+    under = None
     for side in ("inputs", "outputs"):
         for row in report.signature[side]:
             name = row.get("path") or row.get("target") or row["name"] or "—"
             if row["kind"] in _IO_KINDS and row["name"] and row["name"] != name:
                 name += f" = {row['name']}"
+            elif row["kind"] not in _IO_KINDS and row.get("target"):
+                prefix = _module_prefix(row["target"])
+                if prefix and prefix != under:
+                    table.add_row("", Text(f"{prefix}.", style="bold"), "", "")
+                under = prefix or None
+                name = "  " + row["target"][len(prefix) + 1 :] if prefix else name
             if row.get("persistent") is False:
                 name += " (not persistent)"
-            table.add_row(side[:-1], row["kind"].lower(), escape(name), escape(_shape(row)), row.get("dtype") or "")
+            # the kinds tell inputs from outputs (USER_INPUT, PARAMETER / USER_OUTPUT, BUFFER_MUTATION)
+            kind = row["kind"].lower().replace("user_", "").replace("_", " ")
+            table.add_row(kind, escape(name), escape(_shape(row)), row.get("dtype") or "")
     return _titled("signature", table)
 
 

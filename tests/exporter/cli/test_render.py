@@ -193,8 +193,10 @@ def test_a_deep_model_summarised_at_80_columns_without_cutting_names(tmp_path, m
     render_export(report, full, signature="full")
     full_text = _text(full)
     assert max(len(line) for line in full_text.splitlines()) <= 80 and "…" not in full_text
-    assert full_text.count("input   parameter") == 42, "every parameter on its own row, folded rather than cut"
+    assert len(re.findall(r"^parameter ", full_text, re.M)) == 42, "every parameter on its own row"
     assert "logits[0] = " in full_text, "the graph's name beside the user's"
+    assert full_text.count("  attention_projection_with_a_long_name.weight") == 20, "listed under its layer, whole"
+    assert "encoder_stack_with_a_rather_long_name.19." in full_text
 
 
 def test_verification_at_sizes_the_model_itself_cannot_run_is_a_note_not_a_mismatch():
