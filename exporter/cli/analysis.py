@@ -293,7 +293,7 @@ def _narrowing(declared: list[int | None], accepted: list[int | None]) -> str:
     notes = []
     if low is not None and (d_low is None or low > d_low):
         if low == 2 and (d_low or 0) <= 1:
-            notes.append("min 2: torch traces sizes 0 and 1 as constants, so a dynamic size starts at 2")
+            notes.append("min 2: torch traces sizes 0 and 1 as constants, not dynamically")
         else:
             notes.append(f"min raised to {low} by the model's code")
     if high is not None and (d_high is None or high < d_high):

@@ -136,6 +136,7 @@ def test_an_auto_size_the_model_narrows_says_so():
     plan = plan_dynamic_shapes(model, bind_inputs(model, args, {}), spec)
     (row,) = dim_rows(program, symbol_names(program, plan), plan, ["x"])
     assert row["kind"] == "auto" and row["max"] == 20 and "max lowered to 20" in row["note"]
+    assert row["min"] == 2 and row["declared"] == [None, None] and "min 2: torch traces sizes 0 and 1" in row["note"]
     assert row["name"] == row["symbol"], "an unnamed size keeps torch's symbol"
 
 
