@@ -1,6 +1,7 @@
 """Rendering reports for people: summaries, one-line verdicts, errors, the check table."""
 
 import io
+import os
 import re
 
 from rich.console import Console
@@ -245,3 +246,15 @@ def test_a_run_of_many_outputs_is_one_row_unless_one_of_them_mismatches():
     assert re.search(r"example +all 17 +1e-07 +1e-08  ok", text)
     assert re.search(r"max past=60 +logits +0.5 +0.1  MISMATCH", text)
     assert text.count("cache.layers[7].values") == 1, "the failing run lists every output"
+
+
+def test_the_artifact_check_counts_only_the_runs_eager_could_run():
+    from exporter.cli.artifacts import Artifact
+    from exporter.cli.compare import Comparison, OutputDiff
+
+    runs = [Comparison("example", (OutputDiff("logits", 0.0, 0.0, True),)), Comparison("min seq=0", (), eager_error="E: e")]
+    report = ExportReport(ExportSettings("m.py:M"), status="ok", verification=runs)
+    report.artifacts = [Artifact("program", os.path.abspath("Llama.pt2"), 486_195, 0.83, "aten", runs)]
+    console = _narrow_console()
+    render_export(report, console)
+    assert "ok: 1 of 2 runs, max abs error 0" in _text(console)
