@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 
 from .._errors import AbortError, Category, ErrorInfo, InputSpecError
-from .memory import format_size, resident_memory
+from .memory import resident_memory
 
 __all__ = ["DEFAULT_TIMEOUT", "Limits", "Outcome", "parse_timeout", "run_isolated"]
 
@@ -242,7 +242,7 @@ def _ending(worker: _Worker, limits: Limits) -> Outcome:
         hint = "raise --timeout (timeout = ... in [tool.exporter]) if the model needs longer; a model waiting on a lock, input or the network never ends"
     elif worker.stopped is Category.MEMORY:
         category = Category.MEMORY
-        message = f"stopped at {format_size(worker.peak)} resident, over --max-memory {format_size(limits.max_memory)}, {where}"
+        message = f"stopped at {worker.peak / 2**20:,.0f} MiB resident, over --max-memory {limits.max_memory / 2**20:,.0f} MiB, {where}"
         hint = "raise --max-memory (max-memory = ... in [tool.exporter]), or give smaller example inputs"
     else:
         category = Category.CRASH

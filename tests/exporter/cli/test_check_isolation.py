@@ -117,7 +117,7 @@ def test_each_way_a_model_can_die_fails_that_model_alone(run, tmp_path):
         "the worker exited with code 3 while exporting",
         "the model called sys.exit(4) while exporting",
         "stopped after 3 s (--timeout) while exporting",
-        "over --max-memory 1.0 GiB, while loading the model",
+        "MiB resident, over --max-memory 1,024 MiB, while loading the model",
         "importing exit_at_import.py ends the process: it calls os._exit(3)",
         "1/7 models passed",
     ):
