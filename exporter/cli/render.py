@@ -228,7 +228,8 @@ def _dims_table(report) -> Group:
     notes = []
     for row in report.dims:
         declared = _bounds(*row["declared"]) if row.get("declared") else "—"
-        table.add_row(escape(row["name"]), row["kind"], _bounds(row["min"], row["max"]), declared, escape(", ".join(row["inputs"])))
+        places = row["inputs"] if len(row["inputs"]) <= 4 else [*row["inputs"][:3], f"{len(row['inputs']) - 3} more"]
+        table.add_row(escape(row["name"]), row["kind"], _bounds(row["min"], row["max"]), declared, escape(", ".join(places)))
         if row.get("note"):
             notes.append(Text(f"{row['name']}: {row['note']}", style="yellow"))
     return Group(Text("dynamic sizes", style="bold"), table, *notes)

@@ -221,6 +221,8 @@ def test_the_range_table_shows_accepted_and_declared_ranges_and_why_they_differ(
     report.dims = [
         {"name": "batch", "symbol": "s0", "kind": "named", "min": 1, "max": 16, "declared": [1, 16],
          "inputs": ["input_ids.shape[0]"], "note": ""},
+        {"name": "past", "symbol": "s2", "kind": "named", "min": 0, "max": 60, "declared": [0, 60],
+         "inputs": [f"cache.layers[{i}].{kv}.shape[2]" for i in range(32) for kv in ("keys", "values")], "note": ""},
         {"name": "s1", "symbol": "s1", "kind": "auto", "min": 2, "max": None, "declared": [0, None],
          "inputs": ["x.shape[1]"], "note": "min 2: torch traces sizes 0 and 1 as constants"},
     ]
@@ -229,6 +231,7 @@ def test_the_range_table_shows_accepted_and_declared_ranges_and_why_they_differ(
     text = _text(console)
     assert "batch  named  1..16    1..16     input_ids.shape[0]" in text
     assert "s1     auto   2..      0..       x.shape[1]" in text and "s1: min 2: torch traces" in text
+    assert "cache.layers[1].keys.shape[2], 61 more" in text, "a size used all over names a few places"
 
 
 def test_a_run_of_many_outputs_is_one_row_unless_one_of_them_mismatches():
