@@ -6,6 +6,8 @@ from typing import Any
 
 import attrs
 
+from .workers import DEFAULT_TIMEOUT
+
 __all__ = ["CheckSettings", "ExportSettings", "ModelEntry"]
 
 
@@ -86,7 +88,7 @@ class CheckSettings:
     atol: float = 1e-5
     shard: tuple[int, int] | None = None
     """``--shard K/N``: check only the K-th (1-based) of N balanced, disjoint shares."""
-    timeout: float | None = 600.0
+    timeout: float | None = DEFAULT_TIMEOUT
     """``--timeout``: seconds one model's worker may run before it is stopped; None: no limit."""
     max_memory: int | None = None
     """``--max-memory``: bytes of resident memory one model's worker may hold; None: no limit."""

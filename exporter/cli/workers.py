@@ -47,8 +47,9 @@ _GRACE = 0.3
 """Seconds a timed-out worker gets to write its stack before it is killed."""
 
 _PRELOAD = ["torch", "torch._dynamo", "exporter.cli.job"]
-"""Imported once in the fork server. An export imports Dynamo on first use (a second of every
-model's time if each worker did it); importing starts no thread, so forking after it is safe.
+"""Imported once in the fork server. An export imports Dynamo on first use (one to two seconds
+of every model's time if each worker did it); importing starts no thread, so forking after it
+is safe.
 A name that no longer imports is skipped by multiprocessing."""
 
 
