@@ -24,6 +24,7 @@ __all__ = [
     "leaf_path",
     "library_versions",
     "module_op_counts",
+    "module_tree",
     "op_histogram",
     "output_path",
     "output_paths",
@@ -273,6 +274,59 @@ def module_op_counts(program: torch.export.ExportedProgram) -> list[dict[str, An
             continue
         rows.append({"path": path, "class": classes.get(path, ""), "ops": own[path], "total_ops": total[path]})
     return rows
+
+
+def _module_shape(path: str, children: dict[str, list[str]], rows: dict[str, dict[str, Any]]) -> tuple:
+    """What makes two modules the same for the tree: class, op counts, and their children's."""
+    row = rows[path]
+    kids = tuple((c.rsplit(".", 1)[-1], _module_shape(c, children, rows)) for c in children.get(path, []))
+    return (row["class"], row["ops"], row["total_ops"], kids)
+
+
+def _index(path: str) -> int | None:
+    last = path.rsplit(".", 1)[-1]
+    return int(last) if last.isdigit() else None
+
+
+def module_tree(modules: list[dict[str, Any]], root_name: str = "") -> dict[str, Any]:
+    """The rows of ``module_op_counts`` as a tree of ``{name, path, class, ops, total_ops, count,
+    children}``, where a run of consecutive numbered siblings of the same shape (class, op
+    counts, children) is one node with ``count`` > 1 and a name like ``0-31``: a stack of
+    identical layers shows once."""
+    rows = {row["path"]: row for row in modules}
+    children: dict[str, list[str]] = {}
+    for path in rows:
+        if path:
+            parent = path.rsplit(".", 1)[0] if "." in path else ""
+            while parent not in rows and parent:
+                parent = parent.rsplit(".", 1)[0] if "." in parent else ""
+            children.setdefault(parent, []).append(path)
+
+    def node(path: str, parent: str, count: int, last: str) -> dict[str, Any]:
+        row = rows.get(path, {"class": "", "ops": 0, "total_ops": 0})
+        name = (path[len(parent) + 1 :] if parent else path) or root_name
+        if count > 1:
+            name += f"-{last.rsplit('.', 1)[-1]}"
+        return {"name": name, "path": path, "class": row["class"], "ops": row["ops"], "total_ops": row["total_ops"],
+                "count": count, "children": grouped(path)}
+
+    def grouped(parent: str) -> list[dict[str, Any]]:
+        runs: list[list[str]] = []
+        for path in children.get(parent, []):
+            last = runs[-1] if runs else None
+            if (
+                last
+                and _index(path) is not None
+                and _index(last[-1]) is not None
+                and _index(path) == _index(last[-1]) + 1
+                and _module_shape(path, children, rows) == _module_shape(last[0], children, rows)
+            ):
+                last.append(path)
+            else:
+                runs.append([path])
+        return [node(run[0], parent, len(run), run[-1]) for run in runs]
+
+    return node("", "", 1, "")
 
 
 def _json_bound(value: Any) -> int | None:

@@ -16,11 +16,11 @@ import re
 from importlib import resources
 from typing import Any
 
-from .analysis import state_groups
+from .analysis import module_tree, state_groups
 
 __all__ = ["check_html", "export_html", "write_html"]
 
-_KIND_ORDER = ("USER_INPUT", "USER_OUTPUT")
+_USER_KINDS = ("USER_INPUT", "USER_OUTPUT")
 
 
 def _asset(name: str) -> str:
@@ -97,16 +97,16 @@ def _signature(report) -> str:
     io_rows = []
     for side, key in (("input", "inputs"), ("output", "outputs")):
         for row in signature[key]:
-            if row["kind"] not in _KIND_ORDER and not (side == "output"):
-                continue
-            if row["kind"] in _KIND_ORDER:
+            if side == "input" and row["kind"] not in _USER_KINDS:
+                continue  # parameters and buffers: grouped below
+            if row["kind"] in _USER_KINDS:
                 label = row.get("path") or row["name"]
                 graph_name = f" <span class='sub'>({_e(row['name'])})</span>" if row["name"] and row["name"] != label else ""
             else:
                 label, graph_name = f"{row['kind'].lower()} {row.get('target') or row['name']}", ""
             io_rows.append([side, f"<code>{_e(label)}</code>{graph_name}", _e(row.get("dtype")), f"<code>{_e(_shape(row))}</code>"])
     parts = ["<h2>Signature</h2>", _table(["", "path", "dtype", "shape / value"], io_rows)]
-    state = [r for r in signature["inputs"] if r["kind"] not in _KIND_ORDER]
+    state = [r for r in signature["inputs"] if r["kind"] not in _USER_KINDS]
     groups = state_groups(signature)
     if groups:
         total = _bytes(sum(r.get("bytes") or 0 for r in state))
@@ -158,29 +158,21 @@ def _ops(report) -> str:
 def _module_tree(report) -> str:
     if not report.modules:
         return ""
-    rows = {row["path"]: row for row in report.modules}
-    children: dict[str, list[str]] = {}
-    for path in rows:
-        if path:
-            parent = path.rsplit(".", 1)[0] if "." in path else ""
-            while parent not in rows and parent:
-                parent = parent.rsplit(".", 1)[0] if "." in parent else ""
-            children.setdefault(parent, []).append(path)
 
-    def item(path: str, parent: str, depth: int) -> str:
-        row = rows[path]
-        name = (path[len(parent) + 1 :] if parent else path) or (report.model_name or "(model)")
-        own = f", {row['ops']} here" if row["ops"] and row["ops"] != row["total_ops"] else ""
-        label = f"{_e(name)} <span class='sub'>({_e(row['class'])}): {row['total_ops']} ops{own}</span>"
-        kids = children.get(path, [])
-        if not kids:
+    def item(node: dict, depth: int) -> str:
+        own = f", {node['ops']} here" if node["ops"] and node["ops"] != node["total_ops"] else ""
+        times = f" x{node['count']}" if node["count"] > 1 else ""
+        each = " each" if node["count"] > 1 else ""
+        label = (f"{_e(node['name'])} <span class='sub'>({_e(node['class'])}{times}): "
+                 f"{node['total_ops']} ops{each}{own}</span>")
+        if not node["children"]:
             return f"<li><span>{label}</span></li>"
         opened = " open" if depth < 2 else ""
-        inner = "".join(item(k, path, depth + 1) for k in kids)
+        inner = "".join(item(child, depth + 1) for child in node["children"])
         return f"<li><details{opened}><summary>{label}</summary><ul>{inner}</ul></details></li>"
 
-    root = item("", "", 0) if "" in rows else "".join(item(k, "", 0) for k in children.get("", []))
-    return f"<h2>Module tree</h2><div class='tree'><ul>{root}</ul></div>"
+    root = module_tree(report.modules, report.model_name or "(model)")
+    return f"<h2>Module tree</h2><div class='tree'><ul>{item(root, 0)}</ul></div>"
 
 
 def _graph(report, anchor: str) -> str:

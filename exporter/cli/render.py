@@ -252,60 +252,23 @@ def _ops(n: int) -> str:
     return f"{n} op" if n == 1 else f"{n} ops"
 
 
-def _module_shape(path: str, children: dict[str, list[str]], rows: dict[str, dict]) -> tuple:
-    """What makes two modules the same for the tree: class, op counts, and their children's."""
-    row = rows[path]
-    kids = tuple((c.rsplit(".", 1)[-1], _module_shape(c, children, rows)) for c in children.get(path, []))
-    return (row["class"], row["ops"], row["total_ops"], kids)
-
-
-def _runs(paths: list[str], children: dict[str, list[str]], rows: dict[str, dict]) -> list[list[str]]:
-    """Children in order, consecutive numbered siblings of the same shape in one run (a stack of
-    identical layers shows once, as ``0-31``)."""
-    runs: list[list[str]] = []
-    for path in paths:
-        last = runs[-1] if runs else None
-        name = path.rsplit(".", 1)[-1]
-        if (
-            last
-            and name.isdigit()
-            and last[-1].rsplit(".", 1)[-1].isdigit()
-            and int(name) == int(last[-1].rsplit(".", 1)[-1]) + 1
-            and _module_shape(path, children, rows) == _module_shape(last[0], children, rows)
-        ):
-            last.append(path)
-        else:
-            runs.append([path])
-    return runs
-
-
 def _module_tree(report) -> Tree:
     """The module tree with op counts; identical numbered layers are one line (``0-31 ... x32``)."""
-    rows = {row["path"]: row for row in report.modules}
-    root_row = rows.get("", {"class": report.model_name, "total_ops": 0, "ops": 0})
-    tree = Tree(f"[bold]{escape(report.model_name or '')}[/] ({escape(root_row['class'])}): {_ops(root_row['total_ops'])}")
-    children: dict[str, list[str]] = {}
-    for path in rows:
-        if not path:
-            continue
-        parent = path.rsplit(".", 1)[0] if "." in path else ""
-        while parent not in rows and parent:
-            parent = parent.rsplit(".", 1)[0] if "." in parent else ""
-        children.setdefault(parent, []).append(path)
+    from .analysis import module_tree
 
-    def add(branch: Tree, parent: str) -> None:
-        for run in _runs(children.get(parent, []), children, rows):
-            first, row = run[0], rows[run[0]]
-            name = first[len(parent) + 1 :] if parent else first
-            own = f", {row['ops']} here" if row["ops"] != row["total_ops"] and row["ops"] else ""
-            if len(run) > 1:
-                name = f"{name}-{run[-1].rsplit('.', 1)[-1]}"
-                label = f"{name} ({row['class']} x{len(run)}): {_ops(row['total_ops'])} each{own}"
+    root = module_tree(report.modules, report.model_name or "")
+    tree = Tree(f"[bold]{escape(root['name'])}[/] ({escape(root['class'])}): {_ops(root['total_ops'])}")
+
+    def add(branch: Tree, node: dict) -> None:
+        for child in node["children"]:
+            own = f", {child['ops']} here" if child["ops"] != child["total_ops"] and child["ops"] else ""
+            if child["count"] > 1:
+                label = f"{child['name']} ({child['class']} x{child['count']}): {_ops(child['total_ops'])} each{own}"
             else:
-                label = f"{name} ({row['class']}): {_ops(row['total_ops'])}{own}"
-            add(branch.add(escape(label)), first)
+                label = f"{child['name']} ({child['class']}): {_ops(child['total_ops'])}{own}"
+            add(branch.add(escape(label)), child)
 
-    add(tree, "")
+    add(tree, root)
     return tree
 
 

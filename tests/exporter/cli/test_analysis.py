@@ -10,6 +10,7 @@ from exporter.cli.analysis import (
     leaf_path,
     library_versions,
     module_op_counts,
+    module_tree,
     op_histogram,
     output_path,
     output_paths,
@@ -148,3 +149,17 @@ def test_parameters_are_summed_per_module_and_a_stack_of_layers_is_one_group():
     assert groups[1]["kinds"] == {"buffer": 1} and layers["dtypes"] == ["float32"]
     few = state_groups(signature_rows(exporter.export(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU(), torch.nn.Linear(2, 3)), (torch.randn(1, 2),))))
     assert [g["group"] for g in few] == ["0", "2"], "modules on their own while they fit"
+
+
+def test_the_module_tree_shows_a_stack_of_identical_layers_once():
+    root = module_tree(module_op_counts(_program()), "Stack")
+    assert (root["name"], root["class"], root["count"]) == ("Stack", "Stack", 1)
+    (layers,) = [c for c in root["children"] if c["path"] == "layers"]
+    (stack,) = layers["children"]
+    assert (stack["name"], stack["class"], stack["count"], stack["total_ops"]) == ("0-10", "Block", 11, 2)
+    assert [c["name"] for c in stack["children"]] == ["lin"], "the first layer's children stand for all"
+
+    rows = module_op_counts(_program())
+    rows[rows.index(next(r for r in rows if r["path"] == "layers.5"))] |= {"ops": 7}
+    runs = [c["name"] for c in module_tree(rows)["children"][0]["children"]]
+    assert runs == ["0-4", "5", "6-10"], "a layer that differs breaks the run"
