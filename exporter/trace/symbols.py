@@ -88,12 +88,19 @@ class _ShapeEnv(ShapeEnv):
         return frame
 
 
-def new_fake_mode(root: torch.nn.Module, *, deferred_asserts: bool = False) -> FakeTensorMode:
+def new_fake_mode(root: torch.nn.Module, *, deferred_asserts: bool = False, dynamic: bool = False) -> FakeTensorMode:
     """A FakeTensorMode for exporting ``root``, with a ShapeEnv that records guards.
 
     ``deferred_asserts``: conditions on sizes that need not decide control flow become
     runtime asserts in the program instead of guards (torch.export's
-    ``prefer_deferred_runtime_asserts_over_guards``)."""
+    ``prefer_deferred_runtime_asserts_over_guards``).
+
+    ``dynamic``: some input sizes will be symbolic; the mode then runs every op's fake
+    kernel instead of going through the fake-tensor cache.  Results with symbolic sizes are
+    cached per ShapeEnv, so each export starts with an empty cache, and making an entry
+    rebuilds the result from symbolic expressions to check it: on transformers models
+    with batch and sequence dynamic that cost more than it saved (an export took 1.5-1.8x
+    the time with the cache).  Static exports share the process-wide cache, which pays."""
     code = getattr(type(root).forward, "__code__", None)
     co_fields = (
         {"co_name": code.co_name, "co_filename": code.co_filename, "co_firstlineno": code.co_firstlineno}
@@ -106,7 +113,10 @@ def new_fake_mode(root: torch.nn.Module, *, deferred_asserts: bool = False) -> F
         trace_asserts=True,
         prefer_deferred_runtime_asserts_over_guards=deferred_asserts,
     )
-    return FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True, export=True)
+    mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True, export=True)
+    if dynamic:
+        mode.cache_enabled = False
+    return mode
 
 
 def _symbolic_context(requests: dict[int, DimRequest], tensor: torch.Tensor) -> StatelessSymbolicContext:

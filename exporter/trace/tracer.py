@@ -472,7 +472,7 @@ def _trace_once(
     deferred_asserts: bool,
     training: bool = False,
 ) -> _Traced:
-    fake_mode = new_fake_mode(root, deferred_asserts=deferred_asserts)
+    fake_mode = new_fake_mode(root, deferred_asserts=deferred_asserts, dynamic=plan is not None)
     if draft:
         record_assumption_sites(fake_mode.shape_env)
     fakes = fake_inputs(fake_mode, state_inputs.values, bound, plan)

@@ -81,3 +81,11 @@ def test_a_model_without_a_source_file_gets_the_data_dependent_error():
     )
     result = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=120)
     assert result.stdout.split() == ["data-dependent", "control", "flow", "False"], result.stderr[-2000:]
+
+
+def test_a_dynamic_export_runs_fake_kernels_without_the_cache():
+    from exporter.trace.symbols import new_fake_mode
+
+    root = torch.nn.Linear(2, 2)
+    assert new_fake_mode(root).cache_enabled  # static: the process-wide cache pays off
+    assert not new_fake_mode(root, dynamic=True).cache_enabled
