@@ -243,6 +243,28 @@ def _error(report) -> str:
     return "".join(parts)
 
 
+def _submodules(report) -> str:
+    """With --report-submodules: which submodules export on their own, and where the problem is."""
+    submodules = getattr(report, "submodules", None)
+    if submodules is None:
+        return ""
+
+    def item(node, parent: str) -> str:
+        name = (node.name[len(parent) + 1 :] if parent else node.name) or node.class_name
+        status = node.status.value
+        css = "ok" if status == "ok" else "bad" if status == "failed" else "sub"
+        label = f"<code>{_e(name)}</code> <span class='sub'>({_e(node.class_name)})</span> <span class='{css}'>{_e(status)}</span>"
+        if node.frontier:
+            label += " <span class='bad'>&larr; problem is here</span>"
+        if node.error is not None and node.frontier:
+            label += f"<div class='where'>{_e(node.error.location or '')}</div><div>{_e(node.error.headline)}</div>"
+        inner = "".join(item(child, node.name) for child in node.children)
+        return f"<li><span>{label}</span>{f'<ul>{inner}</ul>' if inner else ''}</li>"
+
+    return (f"<h2>Submodules exported on their own ({submodules.seconds:.2f} s)</h2>"
+            f"<div class='tree'><ul>{item(submodules.root, '')}</ul></div>")
+
+
 def _artifacts(report) -> str:
     if not report.artifacts:
         return ""
@@ -251,7 +273,7 @@ def _artifacts(report) -> str:
 
 
 def _section(report, anchor: str) -> str:
-    body = [_header(report, anchor), _error(report)]
+    body = [_header(report, anchor), _error(report), _submodules(report)]
     if report.inputs:
         body.append(_inputs(report))
     if report.signature:

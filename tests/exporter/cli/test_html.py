@@ -45,6 +45,15 @@ class Branchy(torch.nn.Module):
             return x + 1
         return x - 1
 
+class Pipeline(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pre = torch.nn.Linear(8, 8)
+        self.gate = Branchy()
+
+    def forward(self, x):
+        return self.gate(self.pre(x))
+
 example_inputs = (torch.randn(4, 8),)
 """
 
@@ -94,6 +103,14 @@ def test_a_failure_shows_its_source_line_and_hint(reports):
     assert "Failure:" in page and "tower_models.py:" in page and "hint:" in page
     assert "if x.sum() &gt; 0:" in page, "the user's own source line"
     assert ">Graph</h2>" not in page
+
+
+def test_which_submodules_export_on_their_own(reports):
+    report = run_export(ExportSettings("tower_models.py:Pipeline", save=False, report_submodules=True))
+    page = export_html(report)
+    assert "Submodules exported on their own" in page and "&larr; problem is here" in page
+    assert "<code>gate</code> <span class='sub'>(Branchy)</span> <span class='bad'>failed</span>" in page
+    assert "<code>pre</code> <span class='sub'>(Linear)</span> <span class='ok'>ok</span>" in page
 
 
 def test_check_writes_one_page_linking_every_model(reports):
