@@ -265,6 +265,24 @@ def _submodules(report) -> str:
             f"<div class='tree'><ul>{item(submodules.root, '')}</ul></div>")
 
 
+def _draft(report) -> str:
+    """With --draft: what the export took from the example inputs, and whether it is checked."""
+    draft = getattr(report, "draft", None)
+    if draft is None:
+        return ""
+    if draft.sound:
+        return "<h2>Draft export</h2><div class='ok'>nothing assumed: the same program as without --draft</div>"
+    rows = []
+    for i, a in enumerate(draft.assumptions, 1):
+        where = f"<span class='mono'>{_e(a.location or '?')}</span>" + (f"<pre class='mono'>{_e(a.code)}</pre>" if a.code else "")
+        assumed = _e(a.assumed) + (f"<div class='sub'>{_e(a.detail)}</div>" if a.detail else "")
+        assumed += f" <span class='sub'>({a.occurrences} times)</span>" if a.occurrences > 1 else ""
+        checked = "<span class='ok'>yes</span>" if a.checked else "<span class='bad'>no</span>"
+        rows.append([str(i), _e(a.kind.value), where, assumed, checked])
+    return (f"<h2>Draft export: {len(draft.assumptions)} assumption(s) taken from the example inputs</h2>"
+            + _table(["#", "kind", "where", "assumed", "checked at run time"], rows))
+
+
 def _artifacts(report) -> str:
     if not report.artifacts:
         return ""
@@ -278,7 +296,7 @@ def _section(report, anchor: str) -> str:
         body.append(_inputs(report))
     if report.signature:
         body += [_signature(report), _dims(report), _ops(report), _module_tree(report), _graph(report, anchor)]
-    body += [_verification(report), _artifacts(report), _timings(report)]
+    body += [_draft(report), _verification(report), _artifacts(report), _timings(report)]
     versions = ", ".join(f"{k} {v}" for k, v in report.versions.items())
     if versions:
         body.append(f"<div class='sub' style='margin-top:16px'>{_e(versions)}</div>")

@@ -113,6 +113,13 @@ def test_which_submodules_export_on_their_own(reports):
     assert "<code>pre</code> <span class='sub'>(Linear)</span> <span class='ok'>ok</span>" in page
 
 
+def test_a_draft_export_lists_what_it_assumed(reports):
+    report = run_export(ExportSettings("tower_models.py:Branchy", save=False, draft=True))
+    page = export_html(report)
+    assert "Draft export: 1 assumption(s) taken from the example inputs" in page
+    assert "if x.sum() &gt; 0:" in page and "checked at run time" in page
+
+
 def test_check_writes_one_page_linking_every_model(reports):
     ok, failed = reports
     page = check_html([CheckResult("tower_models.py:Tower", ok), CheckResult("tower_models.py:Branchy", failed)])
