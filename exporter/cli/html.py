@@ -56,8 +56,8 @@ def _table(head: list[str], rows: list[list[str]], numeric: tuple[int, ...] = ()
 
 
 def _json_script(element_id: str, data: Any) -> str:
-    # "</" would end the script element early; JSON allows it escaped.
-    text = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    # "</script>" (or "<!--") in a name would end the element early: no "<" at all, JSON allows it escaped.
+    text = json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")
     return f'<script type="application/json" id="{element_id}">{text}</script>'
 
 

@@ -4,6 +4,7 @@ The browser tests run headless Chromium (Debian: apt-get install -y chromium) on
 and read back the DOM after the scripts ran, and the browser's console log for errors.
 """
 
+import json
 import os
 import re
 import shutil
@@ -156,3 +157,13 @@ def test_the_console_check_catches_a_script_error(tmp_path):
     (tmp_path / "broken.html").write_text("<html><body><script>null.x;</script></body></html>")
     _, errors = _browse(tmp_path / "broken.html")
     assert errors and "Uncaught TypeError" in errors[0]
+
+
+def test_names_cannot_break_out_of_the_page(reports):
+    ok, _ = reports
+    ok.graph["nodes"][0][1] = "</script><script>alert(1)</script>"
+    ok.settings.model = "<b>m.py</b>:M"
+    page = export_html(ok)
+    assert "</script><script>alert(1)" not in page and "<b>m.py</b>" not in page
+    data = re.search(r'id="model-graph">(.*?)</script>', page, re.S)[1]
+    assert json.loads(data)["nodes"][0][1] == "</script><script>alert(1)</script>"
