@@ -61,7 +61,10 @@ BAD = textwrap.dedent(
     class Hog(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.blocks = [torch.ones(64 << 20) for _ in range(16)]  # 4 GiB, 256 MiB at a time
+            self.blocks = []
+            for _ in range(16):  # 4 GiB, 256 MiB at a time, as a model loading its weights does
+                self.blocks.append(torch.ones(64 << 20))
+                time.sleep(0.02)
 
         def forward(self, x):
             return x
