@@ -274,7 +274,8 @@ def _check_main(argv: list[str]) -> int:
 
 def _require_writable(args: argparse.Namespace, baseline: str | None) -> None:
     """Refuse output locations that cannot be written before exporting anything."""
-    for what, path in (("--json", args.json), ("--junit", args.junit), ("--baseline", baseline)):
+    outputs = (("--json", args.json), ("--junit", args.junit), ("--html", getattr(args, "html", None)), ("--baseline", baseline))
+    for what, path in outputs:
         if path:
             require_writable(path, what)
 

@@ -137,6 +137,8 @@ ROWS = [
         r"cannot write -o {unwritable}/out.pt2: Permission denied hint: choose a location you can write to"),
     Row("unwritable-check-report", ("check", "net.py:Net", "--json", "{unwritable}/report.json"), 2,
         r"cannot write --json {unwritable}/report.json: Permission denied"),
+    Row("unwritable-check-html", ("check", "net.py:Net", "--html", "{unwritable}/report.html"), 2,
+        r"cannot write --html {unwritable}/report.html: Permission denied"),
     Row("output-is-a-directory", ("net.py:Net", "-o", "inputs_dir"), 2, r"-o inputs_dir is a directory hint: give -o a file name"),
     Row("output-location-has-too-little-space", ("net.py:Net", "-o", "out.pt2"), 2,
         r"cannot write .*out.pt2: No space left on device \(the program needs about 160 bytes, 100 are free\); "
