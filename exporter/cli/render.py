@@ -108,6 +108,7 @@ def _inputs_table(report) -> Group:
 
 
 _IO_KINDS = ("USER_INPUT", "USER_OUTPUT")
+_OUTPUT_KINDS = {"BUFFER_MUTATION": "updates buffer", "USER_INPUT_MUTATION": "updates input"}
 _EXTRA_ROWS = 8
 """Rows of non-user outputs (buffer mutations, ...) shown before ``--signature full`` is needed."""
 
@@ -137,11 +138,11 @@ def _state_summary(report) -> str:
     counted = ", ".join(_count(n, kind.lower().replace("_", " ")) for kind, n in kinds.items())
     elements = sum(r.get("numel") or 0 for r in rows)
     size = sum(r.get("bytes") or 0 for r in rows)
-    return f"{counted} ({elements:,} elements, {_bytes(size)})" if rows else "no parameters or buffers"
+    return f"{counted} ({_count(elements, 'element')}, {_bytes(size)})" if rows else "no parameters or buffers"
 
 
 def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def _signature_summary(report) -> Group:
@@ -158,7 +159,8 @@ def _signature_summary(report) -> Group:
         for row in rows:
             io.add_row(side, *_io_row(row))
     for row in others[:_EXTRA_ROWS]:
-        io.add_row("output", escape(f"{row['kind'].lower()} {row.get('target') or row['name']}"), row.get("dtype") or "", escape(_shape(row)))
+        what = _OUTPUT_KINDS.get(row["kind"], row["kind"].lower().replace("_", " "))
+        io.add_row("output", escape(f"{what} {row.get('target') or row['name']}"), row.get("dtype") or "", escape(_shape(row)))
     if len(others) > _EXTRA_ROWS:
         io.add_row("output", f"... {len(others) - _EXTRA_ROWS} more (--signature full)", "", "")
     parts = [Text(f"signature: {_count(len(inputs), 'input')}, {_count(len(outputs), 'output')}", style="bold"), io]

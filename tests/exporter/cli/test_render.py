@@ -261,3 +261,18 @@ def test_the_artifact_check_counts_only_the_runs_eager_could_run():
     console = _narrow_console()
     render_export(report, console)
     assert "ok: 1 of 2 runs, max abs error 0" in _text(console)
+
+
+def test_state_updates_are_outputs_that_say_so():
+    report = ExportReport(ExportSettings("m.py:M"), status="ok", model_name="M")
+    report.signature = {
+        "inputs": [{"kind": "BUFFER", "name": "b_count", "target": "count", "persistent": True, "shape": [], "dtype": "float32",
+                    "numel": 1, "bytes": 4},
+                   {"kind": "USER_INPUT", "name": "x", "target": None, "path": "x", "shape": [2, 4], "dtype": "float32"}],
+        "outputs": [{"kind": "BUFFER_MUTATION", "name": "add_", "target": "count", "shape": [], "dtype": "float32"},
+                    {"kind": "USER_OUTPUT", "name": "mul", "target": None, "path": "output", "shape": [2, 4], "dtype": "float32"}],
+    }
+    console = _narrow_console()
+    render_export(report, console)
+    text = _text(console)
+    assert "output  updates buffer count" in text and "1 buffer (1 element, 4 B) by module" in text
