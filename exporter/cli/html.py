@@ -21,6 +21,7 @@ from .analysis import module_tree, state_groups
 __all__ = ["check_html", "export_html", "write_html"]
 
 _USER_KINDS = ("USER_INPUT", "USER_OUTPUT")
+_OUTPUT_KINDS = {"BUFFER_MUTATION": "updates buffer", "USER_INPUT_MUTATION": "updates input"}
 
 
 def _asset(name: str) -> str:
@@ -103,7 +104,8 @@ def _signature(report) -> str:
                 label = row.get("path") or row["name"]
                 graph_name = f" <span class='sub'>({_e(row['name'])})</span>" if row["name"] and row["name"] != label else ""
             else:
-                label, graph_name = f"{row['kind'].lower()} {row.get('target') or row['name']}", ""
+                what = _OUTPUT_KINDS.get(row["kind"], row["kind"].lower().replace("_", " "))
+                label, graph_name = f"{what} {row.get('target') or row['name']}", ""
             io_rows.append([side, f"<code>{_e(label)}</code>{graph_name}", _e(row.get("dtype")), f"<code>{_e(_shape(row))}</code>"])
     parts = ["<h2>Signature</h2>", _table(["", "path", "dtype", "shape / value"], io_rows)]
     state = [r for r in signature["inputs"] if r["kind"] not in _USER_KINDS]
