@@ -164,7 +164,8 @@ def _check_parser() -> argparse.ArgumentParser:
     p.add_argument("--atol", type=float, help="absolute tolerance (default 1e-5)")
     loud = p.add_mutually_exclusive_group()
     loud.add_argument("-q", "--quiet", action="store_true", help="print only the verdict")
-    loud.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    loud.add_argument("-v", "--verbose", action="store_true", help="debug logging, and each failure's traceback "
+                      "(for a worker that crashed or was stopped: the stacks of its threads)")
     return p
 
 
@@ -325,7 +326,7 @@ def _check_outcome(results, args: argparse.Namespace, console: Console, summary:
     if args.quiet:
         console.print(f"{sum(r.passed for r in results)}/{len(results)} models passed", highlight=False)
     else:
-        render_check(results, console, title=title)
+        render_check(results, console, title=title, verbose=getattr(args, "verbose", False))
     return check_exit_code(results)
 
 

@@ -479,7 +479,7 @@ def render_error(error: ErrorInfo, console: Console, *, verbose: bool = False) -
     console.print(Panel(Group(*body), title=Text(label, style="bold red"), title_align="left", border_style="red"))
 
 
-def render_check(results, console: Console, *, title: str = "exporter check") -> None:
+def render_check(results, console: Console, *, title: str = "exporter check", verbose: bool = False) -> None:
     """The check table (model, status, ops, params, time, drift) and the details of failures."""
     console.print(Text(title, style="bold"))
     table = Table()
@@ -511,7 +511,7 @@ def render_check(results, console: Console, *, title: str = "exporter check") ->
             error = r.report.error
             console.print(
                 Panel(
-                    Group(*_error_body(error)),
+                    Group(*_error_body(error), *([Text(error.traceback, style="dim")] if verbose and error.traceback else [])),
                     title=Text(f"{r.reference}: {error.category.value}", style="red"),
                     title_align="left",
                     border_style="red",

@@ -126,6 +126,7 @@ def test_each_way_a_model_can_die_fails_that_model_alone(run, tmp_path):
     ):
         assert text in " ".join(out.replace("│", " ").split()), text
     assert f"at {tmp_path}/bad.py:7" in out, "a segfault points at the model's line"
+    assert "Fatal Python error" not in out, "the stacks only with -v"
     assert f"at {tmp_path}/bad.py:24" in out, "so does a hang"
 
     summary = {m["reference"]: m for m in json.loads((tmp_path / "c.json").read_text())["models"]}
@@ -152,6 +153,11 @@ def test_one_worker_at_a_time_survives_a_crash_at_import(run, tmp_path):
     assert "the worker was killed by SIGSEGV while loading the model" in " ".join(out.replace("│", " ").split())
     statuses = [m["status"] for m in json.loads((tmp_path / "c.json").read_text())["models"]]
     assert statuses == ["failed", "ok"]
+
+
+def test_verbose_shows_the_stacks_of_a_crashed_worker(run):
+    code, out = run("check", "bad.py:Segfault", "-v")
+    assert code == 1 and "Fatal Python error: Segmentation fault" in out and 'bad.py", line 7 in forward' in out
 
 
 def test_shards_with_crashes_merge_into_one_report(run, tmp_path):
