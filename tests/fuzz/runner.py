@@ -32,6 +32,7 @@ import torch
 import torch.utils._pytree as pytree
 
 import exporter
+from tests.support import tree_difference
 
 __all__ = ["Outcome", "check_source", "FuzzTimeout", "load_program"]
 
@@ -104,22 +105,7 @@ def _model_change(before: dict, model: torch.nn.Module) -> str | None:
 
 def _diff(ours: Any, ref: Any, what: str) -> str | None:
     """None when the pytrees match (tensors close, other leaves equal), else where they differ."""
-    a_leaves, a_spec = pytree.tree_flatten_with_path(ours)
-    b_leaves, b_spec = pytree.tree_flatten_with_path(ref)
-    if a_spec != b_spec:
-        return f"{what}: structure {a_spec} != {b_spec}"
-    for (path, a), (_, b) in zip(a_leaves, b_leaves):
-        where = f"{what}{pytree.keystr(path)}"
-        if isinstance(b, torch.Tensor):
-            if not isinstance(a, torch.Tensor):
-                return f"{where}: {type(a).__name__} instead of a tensor"
-            if a.shape != b.shape or a.dtype != b.dtype:
-                return f"{where}: {a.dtype}{list(a.shape)} != {b.dtype}{list(b.shape)}"
-            if not torch.allclose(a.detach(), b.detach(), rtol=RTOL, atol=ATOL, equal_nan=True):
-                return f"{where}: values differ (max abs diff {(a.detach() - b.detach()).abs().max().item():.3g})"
-        elif type(a) is not type(b) or a != b:
-            return f"{where}: {a!r} != {b!r}"
-    return None
+    return tree_difference(ours, ref, rtol=RTOL, atol=ATOL, what=what)
 
 
 def _run(module, inputs) -> tuple[Any, Any, BaseException | None]:

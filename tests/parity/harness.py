@@ -28,6 +28,7 @@ from torch.export.graph_signature import ConstantArgument
 
 import exporter
 from exporter._ir import graph_symbols
+from tests.support import tree_difference
 
 __all__ = ["CASES", "ParityCase", "Result", "case", "evaluate", "oracle_summary", "summary"]
 
@@ -140,28 +141,6 @@ def _run(export_fn, parity_case: ParityCase) -> Outcome:
         return Outcome(error=e)
 
 
-def _close(ours: Any, ref: Any, rtol: float, atol: float) -> str | None:
-    ours_leaves, ours_spec = pytree.tree_flatten_with_path(ours)
-    ref_leaves, ref_spec = pytree.tree_flatten_with_path(ref)
-    if ours_spec != ref_spec:
-        return f"structure differs: program {ours_spec}, eager {ref_spec}"
-    for (path, a), (_, b) in zip(ours_leaves, ref_leaves):
-        where = pytree.keystr(path) or "output"
-        if isinstance(b, torch.Tensor):
-            if not isinstance(a, torch.Tensor):
-                return f"{where}: program gave {type(a).__name__}"
-            if a.shape != b.shape or a.dtype != b.dtype:
-                return f"{where}: program gave {a.dtype}{list(a.shape)}, eager {b.dtype}{list(b.shape)}"
-            if not torch.allclose(a.detach(), b.detach(), rtol=rtol, atol=atol, equal_nan=True):
-                return f"{where}: max abs error {(a.double() - b.double()).abs().max().item():.3g}"
-        elif isinstance(b, float) and isinstance(a, (int, float)):
-            if not math.isclose(a, b, rel_tol=rtol, abs_tol=atol) and not (math.isnan(a) and math.isnan(b)):
-                return f"{where}: program gave {a!r}, eager {b!r}"
-        elif a != b:
-            return f"{where}: program gave {a!r}, eager {b!r}"
-    return None
-
-
 def matches_eager(parity_case: ParityCase, program: ExportedProgram) -> list[str]:
     """How ``program`` differs from the eager model on the example and the more inputs
     (outputs and inputs after the call), each from a fresh copy of the model's state."""
@@ -191,7 +170,7 @@ def matches_eager(parity_case: ParityCase, program: ExportedProgram) -> list[str
             problems.append(f"{label}: eager raised {type(eager_error).__name__} ({eager_error}), the program did not")
             continue
         for what, a, b in (("output", ours, ref), ("inputs after the call", ours_in, ref_in)):
-            problem = _close(a, b, parity_case.rtol, parity_case.atol)
+            problem = tree_difference(a, b, rtol=parity_case.rtol, atol=parity_case.atol)
             if problem:
                 problems.append(f"{label} {what}: {problem}")
     return problems
