@@ -119,6 +119,11 @@ def _model_name(model: torch.nn.Module) -> str:
 
 def bind_inputs(model: torch.nn.Module, args: Any, kwargs: Any) -> BoundInputs:
     """Validate ``args``/``kwargs`` for ``model.forward`` and compute each leaf's path and name."""
+    if isinstance(model, type) and issubclass(model, torch.nn.Module):
+        raise InputSpecError(
+            f"model must be a torch.nn.Module instance, got the class {model.__name__} itself",
+            hint=f"construct it first: export({model.__name__}(...), args)",
+        )
     if not isinstance(model, torch.nn.Module):
         raise InputSpecError(
             f"model must be a torch.nn.Module instance, got {type(model).__name__}",
@@ -128,6 +133,11 @@ def bind_inputs(model: torch.nn.Module, args: Any, kwargs: Any) -> BoundInputs:
         raise InputSpecError(
             "args must be a tuple of positional inputs, got a list",
             hint="pass tuple(args), or (args,) if the list is a single argument",
+        )
+    if isinstance(args, dict):
+        raise InputSpecError(
+            "args must be a tuple of positional inputs, got a dict",
+            hint="pass inputs by name as kwargs=... (export(model, (), kwargs)), or positionally as args=(x, ...)",
         )
     if not isinstance(args, tuple):
         raise InputSpecError(
