@@ -131,10 +131,11 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
             dynamic_shapes=dynamic_shapes,
             draft=settings.draft,
             experts_implementation=settings.experts_implementation,
+            ir=settings.ir,
         )
         timer.lap("export")
         timer.timings.update({f"export.{k}": v for k, v in timings.items()})
-        report.ir = "aten"
+        report.ir = "training" if settings.ir == "training" else "aten"
         if settings.decompose:
             stage("lowering to core ATen")
             program = decompose(program, settings.decompose)

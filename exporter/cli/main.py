@@ -15,6 +15,7 @@ import sys
 from rich.console import Console
 
 from .._errors import ErrorInfo, InputSpecError
+from .._pipeline import IR_LEVELS
 from ..switches import EXPERTS_IMPLEMENTATIONS
 from .artifacts import DECOMPOSITIONS, require_onnx
 from .baseline import baseline_entry, load_baseline, save_baseline
@@ -78,6 +79,13 @@ def _export_parser() -> argparse.ArgumentParser:
         choices=EXPERTS_IMPLEMENTATIONS,
         help="export a transformers mixture-of-experts model with this experts implementation instead of "
         "its data-dependent loop; the program is checked against the model as configured",
+    )
+    p.add_argument(
+        "--ir",
+        choices=IR_LEVELS,
+        default="inference",
+        help="inference (default): functional post-autograd ATen; training: torch.export's pre-dispatch "
+        "training IR (what pt2e quantization and fine-tuning start from)",
     )
     p.add_argument("-o", "--output", metavar="OUT.pt2", help="where to write the program (default: <Name>.pt2 here)")
     p.add_argument(
@@ -230,6 +238,7 @@ def _export_main(argv: list[str]) -> int:
         report_submodules=args.report_submodules,
         draft=args.draft,
         experts_implementation=args.experts_implementation,
+        ir=args.ir,
         decompose=args.decompose,
         aoti=args.aoti,
         onnx=args.onnx,

@@ -34,6 +34,8 @@ class ExportSettings:
     """``--draft``: take what the example inputs do where the export would stop, and report it."""
     experts_implementation: str | None = None
     """``--experts-implementation``: run transformers' mixture-of-experts blocks this way for the export."""
+    ir: str = "inference"
+    """``--ir training``: export torch.export's training IR instead of the functional default."""
     report_submodules: bool = False
     """When the export fails, export the submodules on their own to find where it fails."""
     decompose: str | None = None

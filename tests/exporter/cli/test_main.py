@@ -256,6 +256,26 @@ def test_graph_prints_the_code(workdir):
     assert "torch.ops.aten.linear.default" in out(result)
 
 
+def test_ir_training_writes_the_training_ir_and_verifies_it(workdir):
+    (workdir / "bn.py").write_text(
+        "import torch\n\nclass Norm(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.bn = torch.nn.BatchNorm1d(16)\n\n    def forward(self, x):\n        return self.bn(x)\n\n"
+        "example_inputs = (torch.randn(4, 16),)\n"
+    )
+    result = run(
+        "bn.py:Norm", "--ir", "training", "--verify", "--json", "r.json", "-o", "p.pt2",
+        cwd=workdir,
+    )
+    assert result.returncode == 0, out(result)
+    ep = torch.export.load(workdir / "p.pt2")
+    assert ep.dialect == "TRAINING"
+    assert all(spec.kind.name == "USER_OUTPUT" for spec in ep.graph_signature.output_specs)
+    assert torch.ops.aten.batch_norm.default in [n.target for n in ep.graph.nodes]
+    report = json.loads((workdir / "r.json").read_text())
+    assert report["ir"] == "training" and report["artifacts"][0]["ir"] == "training"
+    assert "program (training)" in out(result)
+
+
 # -- the JSON report -----------------------------------------------------------------------------
 
 
