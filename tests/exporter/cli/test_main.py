@@ -298,8 +298,10 @@ def test_json_report_schema(workdir):
     inputs = report["signature"]["inputs"]
     assert inputs[0] == {"kind": "PARAMETER", "name": "p_proj_weight", "target": "proj.weight", "shape": [16, 16], "dtype": "float32",
                          "numel": 256, "bytes": 1024}
-    assert inputs[-1] == {"kind": "USER_INPUT", "name": "temperature", "target": None, "value": 0.5, "shape": None, "dtype": "float"}
+    assert inputs[-1] == {"kind": "USER_INPUT", "name": "temperature", "target": None, "path": "temperature", "value": 0.5,
+                          "shape": None, "dtype": "float"}
     assert [o["name"] for o in report["signature"]["outputs"]] == ["softmax", "argmax"]
+    assert [o["path"] for o in report["signature"]["outputs"]] == ["probs", "top"], "the keys of the returned dict"
     assert report["ops"]["aten.linear.default"] == 1
     assert report["modules"][0] == {"path": "", "class": "Scorer", "ops": 5, "total_ops": 6}
     verification = report["verification"]
