@@ -27,6 +27,11 @@ _SCAN = 1024
 """How far from a range's edge to look for a size every derived size accepts."""
 _UNBOUNDED_FACTOR = 4
 """An unbounded size's "max" is this many times its example size."""
+_LARGEST = 512
+_LARGEST_FACTOR = 8
+"""A declared max beyond both ``_LARGEST`` and ``_LARGEST_FACTOR`` times the example size is not
+run (``seq:..131072`` would have eager attend over 131072 positions): the largest size drawn is
+the larger of the two, and the run says which max it left out."""
 
 
 @attrs.frozen
@@ -35,10 +40,13 @@ class SizeDraw:
 
     label: str
     values: dict[Any, int]
+    not_run: dict[Any, int] = attrs.field(factory=dict)
+    """For a ``large`` draw: the declared maxima left out as too large to run, by symbol."""
 
     def text(self, names: dict[Any, str]) -> str:
         sizes = " ".join(f"{expr_text(s, names)}={v}" for s, v in self.values.items())
-        return f"{self.label} {sizes}"
+        skipped = ", ".join(f"{expr_text(s, names)} {v}" for s, v in self.not_run.items())
+        return f"{self.label} {sizes}" + (f" (max {skipped} not run)" if skipped else "")
 
 
 def _input_shapes(program: torch.export.ExportedProgram) -> list[list[Any] | None]:
@@ -84,7 +92,8 @@ def size_draws(
     program: torch.export.ExportedProgram, examples: list[Any], randoms: int = 2, seed: int = 0
 ) -> list[SizeDraw]:
     """Sets of sizes for the symbols of the program's input shapes: all at their minimum, all
-    at their maximum (``4x`` the example size when unbounded), and ``randoms`` random draws,
+    at their maximum (``4x`` the example size when unbounded; a max too large to run is
+    replaced by a ``large`` size, see ``_LARGEST``), and ``randoms`` random draws,
     each size an integer every expression of it accepts. ``examples`` are the flat example
     inputs, whose sizes give each symbol's example value. Empty for a static program."""
     shapes = _input_shapes(program)
@@ -98,10 +107,16 @@ def size_draws(
     symbols = sorted({s for e in exprs for s in e.free_symbols}, key=str)
     if not symbols or any(s not in example for s in symbols):
         return []
-    ranges = {}
+    ranges, too_large = {}, {}
     for s in symbols:
         low, high = _bounds(program, s)
-        ranges[s] = (low, high if high is not None else max(example[s] * _UNBOUNDED_FACTOR, low + 1))
+        if high is None:
+            high = max(example[s] * _UNBOUNDED_FACTOR, low + 1)
+        largest = max(example[s] * _LARGEST_FACTOR, _LARGEST, low)
+        if high > largest:
+            too_large[s] = high
+            high = largest
+        ranges[s] = (low, high)
 
     def pick(start: int, step: int, s: Any, chosen: dict[Any, int]) -> int | None:
         low, high = ranges[s]
@@ -130,7 +145,10 @@ def size_draws(
             chosen[s] = value
         else:
             if chosen != example and all(chosen != d.values for d in draws):
-                draws.append(SizeDraw(label, chosen))
+                if label == "max" and too_large:
+                    draws.append(SizeDraw("large", chosen, too_large))
+                else:
+                    draws.append(SizeDraw(label, chosen))
     return draws
 
 

@@ -62,3 +62,15 @@ def test_unbounded_sizes_go_to_a_few_times_the_example_and_static_programs_draw_
     static, bound, _ = _export(None, _args())
     assert size_draws(static, bound.flat) == []
     assert SizeDraw("max", {}).text({}) == "max "
+
+
+def test_a_max_too_large_to_run_is_replaced_by_a_large_size_and_said_so():
+    batch, seq = Dim("batch", min=1, max=8), Dim("seq", min=2, max=131072)
+    spec = {"x": {0: batch, 1: seq}, "y": {0: batch, 1: 2 * seq}, "ids": {0: batch}}
+    program, bound, names = _export(spec, _args())
+    draws = {d.label: d for d in size_draws(program, bound.flat)}
+    assert "max" not in draws
+    large = draws["large"]
+    assert {names[s]: v for s, v in large.values.items()} == {"batch": 8, "seq": 512}
+    assert large.text(names) == "large batch=8 seq=512 (max seq 131072 not run)"
+    assert all(v <= 512 for d in draws.values() for v in d.values.values()), "random sizes stay runnable too"
