@@ -184,10 +184,13 @@ def _graph(report, anchor: str) -> str:
     element = f"{anchor}-graph"
     return (
         f"<h2 id='{anchor}-drawing'>Graph</h2><div class='sub'>Modules are boxes: click a closed one to open it, the title of an open one "
-        "to close it. Ops show their target, shape and module on hover. Parameters and buffers are not drawn.</div>"
+        "to close it. Ops show their target, shape and module on hover. Find opens the modules around what it "
+        "finds (so can a link: report.html#find=linear). Parameters and buffers are not drawn.</div>"
         f"<div class='graph' data-graph='{element}'><div class='graph-bar'>"
         "<button data-action='reset'>overview</button><button data-action='expand-all'>open all</button>"
-        "<button data-action='collapse-all'>close all</button><span class='graph-status'></span></div>"
+        "<button data-action='collapse-all'>close all</button>"
+        "<input class='graph-find' type='search' placeholder='find an op or module, Enter'>"
+        "<span class='graph-status'></span></div>"
         f"<div class='graph-canvas'></div></div>{_json_script(element, graph)}"
     )
 

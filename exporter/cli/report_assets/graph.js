@@ -12,6 +12,7 @@
   const OP_H = 22, MOD_H = 36, HEAD = 22, PAD = 10, GAP_X = 14, GAP_Y = 26, CHAR = 6.6;
   const BUDGET = 70; // items visible at first
   const FAN = 4; // edges from one box to more than this many draw faintly
+  const FIND_MAX = 50; // matches a search opens and marks
 
   function esc(text) {
     return String(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
@@ -42,7 +43,37 @@
       }
       this.expanded = new Set();
       this.reset();
+      this.hits = new Set();
       host.addEventListener("click", (event) => this.onClick(event));
+      const search = host.querySelector(".graph-find");
+      if (search) search.addEventListener("change", () => this.find(search.value));
+    }
+
+    // Mark every op whose name, op or target holds the text, and every module whose path or
+    // class does (the first FIND_MAX), and open the modules down to them (a found module too).
+    find(text) {
+      const query = text.trim().toLowerCase();
+      this.hits = new Set();
+      if (query) {
+        const matches = (...fields) => fields.some((f) => f && String(f).toLowerCase().includes(query));
+        for (const n of this.nodes) {
+          if (this.hits.size >= FIND_MAX) break;
+          if (matches(n.name, n.label, n.target)) {
+            this.hits.add("n" + n.id);
+            for (const id of this.mods[n.mod].chain) this.expanded.add(id);
+          }
+        }
+        for (const m of this.mods) {
+          if (this.hits.size >= FIND_MAX) break;
+          if (!m.own && m.id && matches(m.path, m.cls)) {
+            this.hits.add("m" + m.id);
+            for (const id of m.chain) this.expanded.add(id); // open, to show what it holds
+          }
+        }
+      }
+      this.render();
+      const first = this.host.querySelector(".hit");
+      if (first && first.scrollIntoView) first.scrollIntoView({ block: "center" });
     }
 
     // LlamaModel's 27 mask and position ops would crowd out its layers: put them in a box of
@@ -221,17 +252,17 @@
           const n = it.node;
           const tip = `${n.name}: ${n.target || n.kind}\n${n.shape}\n${this.mods[n.mod].path || "(model)"}`;
           const text = n.kind === "op" ? n.label : n.label + "  " + n.shape;
-          leaves.push(`<g class="op ${n.kind}"><title>${esc(tip)}</title><rect x="${x}" y="${y}" width="${it.w}" height="${it.h}" rx="6"/>` +
+          leaves.push(`<g class="op ${n.kind}${this.hits.has(it.key) ? " hit" : ""}"><title>${esc(tip)}</title><rect x="${x}" y="${y}" width="${it.w}" height="${it.h}" rx="6"/>` +
             `<text x="${x + it.w / 2}" y="${y + 15}">${esc(text)}</text></g>`);
         } else if (!it.open) {
           const m = it.mod;
-          leaves.push(`<g class="mod closed" data-mod="${m.id}"><title>${esc(m.path)}: click to open</title>` +
+          leaves.push(`<g class="mod closed${this.hits.has(it.key) ? " hit" : ""}" data-mod="${m.id}"><title>${esc(m.path)}: click to open</title>` +
             `<rect x="${x}" y="${y}" width="${it.w}" height="${it.h}" rx="4"/>` +
             `<text x="${x + it.w / 2}" y="${y + 15}">${esc(m.name)} (${esc(m.cls)})</text>` +
             `<text class="sub" x="${x + it.w / 2}" y="${y + 29}">${m.total} ops  +</text></g>`);
         } else {
           const m = it.mod;
-          boxes.push(`<g class="mod open depth${depth % 4}" data-mod="${m.id}"><title>${esc(m.path || "(model)")}: click the title to close</title>` +
+          boxes.push(`<g class="mod open depth${depth % 4}${this.hits.has(it.key) ? " hit" : ""}" data-mod="${m.id}"><title>${esc(m.path || "(model)")}: click the title to close</title>` +
             `<rect x="${x}" y="${y}" width="${it.w}" height="${it.h}" rx="4"/>` +
             `<text class="head" x="${x + 6}" y="${y + 15}">− ${esc(m.name)} (${esc(m.cls)}) · ${m.total} ops</text></g>`);
           for (const child of it.inner.items) place(child, x + PAD + (it.w - 2 * PAD - it.inner.w) / 2, y + HEAD + PAD, depth + 1);
@@ -265,8 +296,9 @@
       const shown = leaves.length;
       this.host.setAttribute("data-render-ms", ms.toFixed(1));
       this.host.setAttribute("data-boxes", String(shown + boxes.length));
+      const found = this.hits.size ? `${this.hits.size} found; ` : "";
       this.host.querySelector(".graph-status").textContent =
-        `${shown} boxes, ${boxes.length} open modules, ${lines.length} edges; drawn in ${ms.toFixed(0)} ms`;
+        `${found}${shown} boxes, ${boxes.length} open modules, ${lines.length} edges; drawn in ${ms.toFixed(0)} ms`;
     }
   }
 
@@ -274,8 +306,12 @@
     if (host.graphView) return;
     const data = JSON.parse(document.getElementById(host.getAttribute("data-graph")).textContent);
     host.graphView = new GraphView(host, data);
-    if (window.location.hash === "#open-all") host.graphView.expandAll(); // a link to every op
-    host.graphView.render();
+    const hash = decodeURIComponent(window.location.hash);
+    if (hash === "#open-all") host.graphView.expandAll(); // a link to every op
+    if (hash.startsWith("#find=")) {
+      host.querySelector(".graph-find").value = hash.slice(6); // a link to some ops: #find=sdpa
+      host.graphView.find(hash.slice(6));
+    } else host.graphView.render();
   }
 
   window.addEventListener("DOMContentLoaded", () => {

@@ -146,6 +146,13 @@ def test_the_browser_draws_the_graph_without_console_errors(reports, tmp_path):
     assert int(re.search(r'data-boxes="(\d+)"', opened)[1]) > boxes, "opening every module shows more"
     assert opened.count(">linear<") == 31 and ">layer_norm<" in opened
 
+    found, errors = _browse(tmp_path / "ok.html", "#find=layers.17.proj")
+    assert errors == [] and "1 found;" in found
+    assert re.search(r'<g class="mod open depth\d hit" data-mod="\d+"><title>layers.17.proj:', found), "marked, and open"
+    assert found.count(">linear<") == 2, "the found module's op shows (and the head's): the other layers stay closed"
+    ops, errors = _browse(tmp_path / "ok.html", "#find=layer_norm")
+    assert errors == [] and "30 found;" in ops and ops.count('<g class="op op hit">') == 30
+
     write_html(tmp_path / "failed.html", export_html(failed))
     dom, errors = _browse(tmp_path / "failed.html")
     assert errors == [] and "if x.sum() &gt; 0:" in dom and 'class="graph-canvas"' not in dom
