@@ -21,6 +21,7 @@ from .._ir import graph_modules
 
 __all__ = [
     "dim_rows",
+    "expr_text",
     "leaf_path",
     "library_versions",
     "module_op_counts",
@@ -69,9 +70,10 @@ def output_paths(program: torch.export.ExportedProgram) -> list[str]:
         return fallback
     # Rebuild the output from stand-in leaves and read the paths back off it: a container
     # (a KV cache) may insist on tensors, so try the program's own values before plain objects.
-    output = next((n for n in program.graph.nodes if n.op == "output"), None)
+    output = next((node for node in program.graph.nodes if node.op == "output"), None)
     values = [getattr(v, "meta", {}).get("val") for v in (output.args[0] if output is not None else [])]
-    user = [v for spec, v in zip(program.graph_signature.output_specs, values) if spec.kind is OutputKind.USER_OUTPUT]
+    kinds = [out.kind for out in program.graph_signature.output_specs]
+    user = [v for kind, v in zip(kinds, values) if kind is OutputKind.USER_OUTPUT]
     for leaves in (user, [object()] * spec.num_leaves):
         try:
             rebuilt = pytree.tree_unflatten(list(leaves), spec)
