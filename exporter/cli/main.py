@@ -114,7 +114,12 @@ def _export_parser() -> argparse.ArgumentParser:
         help="also write a report to look at: one self-contained file with the signature, ops, module tree, "
         "a drawing of the graph (modules as boxes, open them down to single ops), verification and timings",
     )
-    p.add_argument("--verify", action="store_true", help="compare program and eager on the example and fresh inputs")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="compare program and eager on the example and fresh inputs; with --dynamic also with every "
+        "dynamic size at its min, its max and random sizes in between",
+    )
     p.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance for --verify (default 1e-4)")
     p.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance for --verify (default 1e-5)")
     p.add_argument("--graph", action="store_true", help="print the graph's code")
