@@ -22,6 +22,7 @@ from .._ir import graph_modules
 __all__ = [
     "dim_rows",
     "expr_text",
+    "input_names",
     "leaf_path",
     "library_versions",
     "module_op_counts",
@@ -179,6 +180,15 @@ def signature_rows(
         "inputs": [row(s, "inputs") for s in sig.input_specs],
         "outputs": [row(s, "outputs") for s in sig.output_specs],
     }
+
+
+def input_names(signature: dict[str, list[dict[str, Any]]] | None, inputs: list[dict[str, Any]]) -> list[str]:
+    """Each example input leaf (``describe_leaf`` rows) by the forward() path it binds to
+    (``input_ids``), where the signature has them, else as given (``args[0]``)."""
+    paths = [r.get("path") for r in (signature or {}).get("inputs", []) if r["kind"] == "USER_INPUT"]
+    if len(paths) == len(inputs) and all(paths):
+        return paths
+    return [leaf["path"] for leaf in inputs]
 
 
 _STATE_KINDS = ("PARAMETER", "BUFFER", "CONSTANT_TENSOR", "CUSTOM_OBJ", "TOKEN")

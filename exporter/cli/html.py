@@ -16,7 +16,7 @@ import re
 from importlib import resources
 from typing import Any
 
-from .analysis import module_tree, state_groups
+from .analysis import input_names, module_tree, state_groups
 
 __all__ = ["check_html", "export_html", "write_html"]
 
@@ -80,11 +80,11 @@ def _header(report, anchor: str) -> str:
 
 def _inputs(report) -> str:
     rows = []
-    for leaf in report.inputs:
+    for name, leaf in zip(input_names(report.signature, report.inputs), report.inputs):
         if leaf["kind"] == "tensor":
-            rows.append([f"<code>{_e(leaf['path'])}</code>", "tensor", _e(leaf["dtype"]), f"<code>{_e(_shape(leaf))}</code>"])
+            rows.append([f"<code>{_e(name)}</code>", "tensor", _e(leaf["dtype"]), f"<code>{_e(_shape(leaf))}</code>"])
         else:
-            rows.append([f"<code>{_e(leaf['path'])}</code>", "constant", _e(type(leaf["value"]).__name__), f"<code>{_e(repr(leaf['value']))}</code>"])
+            rows.append([f"<code>{_e(name)}</code>", "constant", _e(type(leaf["value"]).__name__), f"<code>{_e(repr(leaf['value']))}</code>"])
     dynamic = "".join(f"<code>--dynamic {_e(flag)}</code> " for flag in report.settings.dynamic)
     return (
         f"<h2>Inputs</h2><div class='sub'>from {_e(report.input_source)}</div>"

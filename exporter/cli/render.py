@@ -16,6 +16,7 @@ from rich.tree import Tree
 from .._assumptions import DraftReport
 from .._errors import Category, ErrorInfo
 from ..submodules import ModuleStatus, SubmoduleNode, SubmoduleReport
+from .analysis import input_names, module_tree, state_groups
 
 __all__ = [
     "progress",
@@ -98,12 +99,12 @@ def _titled(title: str, body) -> Group:
 def _inputs_table(report) -> Group:
     table = Table(box=None, pad_edge=False)
     for column in ("input", "kind", "dtype", "shape / value"):
-        table.add_column(column)
-    for leaf in report.inputs:
+        table.add_column(column, overflow="fold")
+    for name, leaf in zip(input_names(report.signature, report.inputs), report.inputs):
         if leaf["kind"] == "tensor":
-            table.add_row(escape(leaf["path"]), "tensor", leaf["dtype"], escape(_shape(leaf)))
+            table.add_row(escape(name), "tensor", leaf["dtype"], escape(_shape(leaf)))
         else:
-            table.add_row(escape(leaf["path"]), "constant", type(leaf["value"]).__name__, escape(repr(leaf["value"])))
+            table.add_row(escape(name), "constant", type(leaf["value"]).__name__, escape(repr(leaf["value"])))
     return _titled(f"inputs from {report.input_source}", table)
 
 
@@ -148,8 +149,6 @@ def _count(n: int, noun: str) -> str:
 def _signature_summary(report) -> Group:
     """User inputs and outputs in full, by their pytree paths and in the user's Dim names; the
     state grouped per module subtree."""
-    from .analysis import state_groups
-
     signature = report.signature
     inputs = [r for r in signature["inputs"] if r["kind"] == "USER_INPUT"]
     outputs = [r for r in signature["outputs"] if r["kind"] == "USER_OUTPUT"]
@@ -256,8 +255,6 @@ def _ops(n: int) -> str:
 
 def _module_tree(report) -> Tree:
     """The module tree with op counts; identical numbered layers are one line (``0-31 ... x32``)."""
-    from .analysis import module_tree
-
     root = module_tree(report.modules, report.model_name or "")
     tree = Tree(f"[bold]{escape(root['name'])}[/] ({escape(root['class'])}): {_ops(root['total_ops'])}")
 

@@ -7,6 +7,7 @@ from torch.export import Dim
 import exporter
 from exporter.cli.analysis import (
     dim_rows,
+    input_names,
     leaf_path,
     library_versions,
     module_op_counts,
@@ -163,3 +164,11 @@ def test_the_module_tree_shows_a_stack_of_identical_layers_once():
     rows[rows.index(next(r for r in rows if r["path"] == "layers.5"))] |= {"ops": 7}
     runs = [c["name"] for c in module_tree(rows)["children"][0]["children"]]
     assert runs == ["0-4", "5", "6-10"], "a layer that differs breaks the run"
+
+
+def test_example_inputs_are_named_by_the_forward_parameter_they_bind_to():
+    inputs = [{"path": "args[0]", "kind": "tensor"}, {"path": "kwargs['mask']", "kind": "tensor"}]
+    signature = {"inputs": [{"kind": "PARAMETER", "target": "w"}, {"kind": "USER_INPUT", "path": "x"},
+                            {"kind": "USER_INPUT", "path": "mask"}]}
+    assert input_names(signature, inputs) == ["x", "mask"]
+    assert input_names(None, inputs) == ["args[0]", "kwargs['mask']"], "a failed export has no signature"
