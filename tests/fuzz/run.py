@@ -10,6 +10,7 @@ header comment. Exits 1 when there is a finding.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import multiprocessing
@@ -25,14 +26,15 @@ def _quiet() -> None:
     logging.disable(logging.WARNING)
 
 
-def _one(seed: int) -> dict:
+def _one(seed: int, ir: str = "inference") -> dict:
     from .generator import generate
     from .runner import check_source
     from .shrink import shrink
 
     program = generate(seed)
     source = program.render()
-    outcome = check_source(source)
+    check = functools.partial(check_source, ir=ir)
+    outcome = check(source)
     record = {
         "seed": seed,
         "klass": outcome.klass,
@@ -43,7 +45,7 @@ def _one(seed: int) -> dict:
     }
     if outcome.finding:
         print(f"seed {seed}: {outcome.klass}, shrinking", flush=True)
-        small, small_outcome, tried = shrink(program, outcome)
+        small, small_outcome, tried = shrink(program, outcome, check=check)
         record.update(
             shrunk=small.render(),
             shrunk_detail=small_outcome.detail,
@@ -67,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("fuzz-out"))
+    parser.add_argument("--ir", choices=("inference", "training"), default="inference",
+                        help="export this IR (training: against torch.export.export's own)")
     ns = parser.parse_args(argv)
     out: Path = ns.out
     (out / "findings").mkdir(parents=True, exist_ok=True)
@@ -79,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     done = 0
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(ns.jobs, initializer=_quiet, maxtasksperchild=100) as pool:
-        for record in pool.imap_unordered(_one, seeds):
+        for record in pool.imap_unordered(functools.partial(_one, ir=ns.ir), seeds):
             done += 1
             classes[record["klass"]] += 1
             examples.setdefault(record["klass"], []).append(record["seed"])
@@ -97,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(["python -m tests.fuzz.run"] + (argv if argv is not None else sys.argv[1:])),
         "programs": ns.programs,
         "first_seed": ns.seed,
+        "ir": ns.ir,
         "jobs": ns.jobs,
         "seconds": round(seconds, 1),
         "programs_per_second": round(ns.programs / seconds, 3),

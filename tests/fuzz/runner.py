@@ -177,18 +177,21 @@ def _alarm(seconds: int | None):
         signal.signal(signal.SIGALRM, previous)
 
 
-def check_source(source: str, timeout: int | None = 120, always_oracle: bool = False) -> Outcome:
+def check_source(
+    source: str, timeout: int | None = 120, always_oracle: bool = False, ir: str = "inference"
+) -> Outcome:
     """Judge one program file; see the module docstring for the classes.
 
     The oracle exports only when exporter fails, differs from eager or rejects a size,
     unless ``always_oracle`` (then also "match, oracle fails to export" and "exporter
-    matches, oracle differs" are told apart from "match")."""
+    matches, oracle differs" are told apart from "match").  ``ir="training"`` exports the
+    training IR, against torch.export.export's own (without ``run_decompositions``)."""
     start = time.perf_counter()
     mod = None
     try:
         with _alarm(timeout):
             mod = load_program(source)
-            outcome = _check(mod, always_oracle)
+            outcome = _check(mod, always_oracle, ir)
     except FuzzTimeout as e:
         outcome = Outcome("timeout", True, str(e))
     finally:
@@ -198,7 +201,7 @@ def check_source(source: str, timeout: int | None = 120, always_oracle: bool = F
     return outcome
 
 
-def _check(mod, always_oracle: bool) -> Outcome:
+def _check(mod, always_oracle: bool, ir: str = "inference") -> Outcome:
     example = mod.make_inputs()
     # The program must run eagerly (with grad, as export traces it) or it tests nothing.
     try:
@@ -217,7 +220,7 @@ def _check(mod, always_oracle: bool) -> Outcome:
     ep = None
     try:
         args, kwargs = _clone(example)
-        ep = exporter.export(model, args, kwargs, dynamic_shapes=mod.dynamic_shapes())
+        ep = exporter.export(model, args, kwargs, dynamic_shapes=mod.dynamic_shapes(), ir=ir)
     except exporter.ExportError as e:
         ours_err = e
     except FuzzTimeout:
@@ -236,7 +239,7 @@ def _check(mod, always_oracle: bool) -> Outcome:
             return quick
         try:
             args, kwargs = _clone(example)
-            ep = exporter.export(mod.make_model(), args, kwargs, dynamic_shapes=mod.dynamic_shapes())
+            ep = exporter.export(mod.make_model(), args, kwargs, dynamic_shapes=mod.dynamic_shapes(), ir=ir)
         except Exception as e:  # noqa: BLE001
             return Outcome("export not repeatable", True, _first_line(e))
 
@@ -244,9 +247,9 @@ def _check(mod, always_oracle: bool) -> Outcome:
     oep = None
     try:
         args, kwargs = _clone(example)
-        oep = torch.export.export(
-            mod.make_model(), args, kwargs, dynamic_shapes=mod.dynamic_shapes(), strict=False
-        ).run_decompositions({})
+        oep = torch.export.export(mod.make_model(), args, kwargs, dynamic_shapes=mod.dynamic_shapes(), strict=False)
+        if ir != "training":
+            oep = oep.run_decompositions({})
     except FuzzTimeout:
         raise
     except Exception as e:  # noqa: BLE001

@@ -63,6 +63,21 @@ def test_seeded_program(seed):
     assert not outcome.klass.startswith("invalid program"), f"the generator wrote a bad program:\n{source}"
 
 
+TRAINING_SEEDS = range(100_024, 100_032)
+
+
+@pytest.mark.parametrize("seed", TRAINING_SEEDS)
+def test_seeded_program_in_the_training_ir(seed):
+    """The same judgement of ``exporter.export(..., ir="training")``, against eager and
+    torch.export's training IR."""
+    source = generate(seed).render()
+    outcome = check_source(source, ir="training")
+    assert not outcome.finding, (
+        f"seed {seed} (training IR): {outcome.klass}\n{outcome.detail}\n"
+        f"shrink it: python -m tests.fuzz.run --programs 1 --seed {seed} --ir training --out /tmp/fuzz-{seed}\n\n{source}"
+    )
+
+
 def _finding_param(path: Path):
     text = path.read_text()
     if re.search(r"^FIXED = ", text, re.M):  # fixed: the finding is a regression test now
