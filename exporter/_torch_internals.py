@@ -120,6 +120,8 @@ __all__ = [
     "is_traceable_wrapper_subclass",
     "int_oo",
     "loaded_dynamo_config",
+    "dynamo_compile_lock",
+    "load_what_shape_envs_load",
     "make_fx",
     "module_stack_tracer",
     "op_implementation_dirs",
@@ -278,6 +280,21 @@ def loaded_dynamo_config() -> Any:
     Higher-order ops such as ``torch.cond`` and ``while_loop`` compile their bodies with
     Dynamo; importing it ourselves would cost every export half a second."""
     return sys.modules.get("torch._dynamo.config")
+
+
+def load_what_shape_envs_load() -> None:
+    """Import what creating a ShapeEnv imports, which in torch 2.13 is all of Dynamo (through
+    ``torch.fx.experimental.validator``, see tests/test_cold_start.py).  Every trace creates
+    one; importing first lets a trace keep Dynamo's import out of its patches: Dynamo keeps
+    references to ``max``, ``torch.tensor`` and others from import time."""
+    import torch.fx.experimental.validator  # noqa: F401
+
+
+def dynamo_compile_lock() -> Any:
+    """The lock every Dynamo compilation in the process holds (``convert_frame.compile_lock``),
+    or None while Dynamo is not loaded (then nothing can be compiling)."""
+    convert_frame = sys.modules.get("torch._dynamo.convert_frame")
+    return getattr(convert_frame, "compile_lock", None)
 
 
 # -- tracing internals ---------------------------------------------------------------------

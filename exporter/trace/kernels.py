@@ -19,12 +19,16 @@ know statically what an op writes and aliases.  Ops tagged ``maybe_aliasing_or_m
 **Conversions checked.** ``checked_conversion`` records, for every ``Tensor.to``-style
 conversion, the ``aten._assert_tensor_metadata`` check torch.export's IR carries for it.
 
+Each kernel acts only while the ``active`` predicate it was made with holds (``patches``
+passes "this thread is tracing"); otherwise it does what the op did without it, so an eager
+model, a FakeTensorMode or torch.compile in another thread sees the op as torch defines it.
 Nothing here changes global state; ``patches`` installs these kernels for a trace.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import torch
 
@@ -103,8 +107,8 @@ def functional_composite_ops() -> tuple[OpOverload, ...]:
     return _functional_composites_of(composite_registrations())
 
 
-def _not_expanded(*args, **kwargs):
-    return NotImplemented
+Active = Callable[[], bool]
+"""Whether the kernels should act now (they act only in the thread that traces)."""
 
 
 def _original_composite(op: OpOverload):
@@ -114,10 +118,22 @@ def _original_composite(op: OpOverload):
     return call_at_key(op, COMPOSITE_KEY)
 
 
-def _redispatched_below_autograd(op: OpOverload):
-    # The exported graph is inference-only, so no autograd node is attached: this keeps
-    # the trace free of the detach chains an error-on-backward node would add.
+def _not_expanded(original, active: Active):
     def kernel(*args, **kwargs):
+        if active():
+            return NotImplemented
+        return original(*args, **kwargs)
+
+    return kernel
+
+
+def _redispatched_below_autograd(op: OpOverload, original, active: Active):
+    # The exported graph is inference-only, so no autograd node is attached: this keeps
+    # the trace free of the detach chains an error-on-backward node would add.  Elsewhere
+    # the op expands at the autograd key, as it does without this kernel.
+    def kernel(*args, **kwargs):
+        if not active():
+            return original(*args, **kwargs)
         with below_autograd():
             return op(*args, **kwargs)
 
@@ -150,7 +166,7 @@ _UNBACKED_PRECHECKS = {torch.ops.aten.scaled_dot_product_attention.default: _att
 those comparisons as runtime checks when a size is data-dependent."""
 
 
-def _fake_rule(op: OpOverload, original):
+def _fake_rule(op: OpOverload, original, active: Active):
     precheck = _UNBACKED_PRECHECKS.get(op)
 
     def compute(*args, **kwargs):
@@ -162,6 +178,9 @@ def _fake_rule(op: OpOverload, original):
             return original(*args, **kwargs)
 
     def rule(fake_mode, func, *args, **kwargs):
+        if not active():
+            with fake_mode:
+                return original(*args, **kwargs)
         shape_env = fake_mode.shape_env
         pending = len(shape_env.pending_fresh_unbacked_symbols) if shape_env is not None else 0
         with fake_mode:
@@ -184,27 +203,29 @@ def _forget_internal_symbols(shape_env, pending: int, out) -> None:
 
 
 # op -> (the py_kernels dict the table was built from, a copy of it, the table, the fake
-# rule).  Swapping in a prepared dict costs one attribute store per op; editing hundreds
+# rule, the predicate its kernels act under).  Swapping in a prepared dict costs one attribute store per op; editing hundreds
 # of kernel tables key by key on every export was a noticeable share of the time.
-_TABLES: dict[OpOverload, tuple[dict, dict, dict, object]] = {}
+_TABLES: dict[OpOverload, tuple[dict, dict, dict, object, Active]] = {}
 
 
-def composite_kernels(op: OpOverload) -> tuple[dict, object]:
-    """The ``py_kernels`` table that keeps ``op`` whole, and its fake-tensor rule.
+def composite_kernels(op: OpOverload, active: Active) -> tuple[dict, object]:
+    """The ``py_kernels`` table that keeps ``op`` whole while ``active()``, and its
+    fake-tensor rule.
 
     Built from the op's current table (kernels others registered are kept) and cached
-    until that table changes.
+    until that table changes.  While ``active()`` is false the table's kernels expand the
+    op as its original composite kernel does (the backend keys always run that kernel).
     """
     current = op.py_kernels
     cached = _TABLES.get(op)
-    if cached is None or cached[0] is not current or cached[1] != current:
+    if cached is None or cached[0] is not current or cached[1] != current or cached[4] is not active:
         original = _original_composite(op)
-        passthrough = _redispatched_below_autograd(op)
+        passthrough = _redispatched_below_autograd(op, original, active)
         table = dict.fromkeys(AUTOGRAD_KEYS, passthrough)
         table.update(dict.fromkeys(_BACKEND_KEYS, original))
         table.update(current)
-        table[COMPOSITE_KEY] = _not_expanded
-        cached = _TABLES[op] = (current, dict(current), table, _fake_rule(op, original))
+        table[COMPOSITE_KEY] = _not_expanded(original, active)
+        cached = _TABLES[op] = (current, dict(current), table, _fake_rule(op, original, active), active)
     return cached[2], cached[3]
 
 
@@ -225,8 +246,9 @@ CONVERSIONS = (
 _NUMBER_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
 
 
-def checked_conversion(op: OpOverload):
-    """A kernel for conversion ``op`` that first records ``aten._assert_tensor_metadata``.
+def checked_conversion(op: OpOverload, active: Active):
+    """A kernel for conversion ``op`` that first records ``aten._assert_tensor_metadata``
+    while ``active()``, and is the op's own composite kernel otherwise.
 
     torch.export guards every conversion with that check, whichever way it is spelled
     (``x.to(...)``, ``x.float()``, ``x.type(torch.float32)``): a no-op conversion leaves
@@ -235,6 +257,8 @@ def checked_conversion(op: OpOverload):
     """
 
     def kernel(tensor, *args, **kwargs):
+        if not active():
+            return op.decompose(tensor, *args, **kwargs)
         if not isinstance(tensor, torch.Tensor):
             # A Python number reaches here where the dispatcher would wrap it (a batching
             # rule converting the 1 of ``a * b + 1``): it has no metadata to check.

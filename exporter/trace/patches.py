@@ -20,8 +20,18 @@ functional composites kept whole       torch.export's ``_override_composite_impl
 ``aten.to`` checked, and               torch.export's ``_assert_tensor_metadata`` nodes;
 ``FunctionalTensor.to`` unchecked      ``FunctionalTensor.to`` emits them for some spellings
                                        only, so ours emits them for all
-stack traces recorded cheaply          ``_ModuleStackTracer.create_node`` and
-(``create_node``, fx config flag)      ``torch.fx.config.do_not_emit_stack_traces``
+stack traces recorded cheaply          ``_ModuleStackTracer.create_node``, and on our
+(``create_node``)                      tracer ``torch.fx.config.do_not_emit_stack_traces``
+other threads' module calls kept off   (none: torch.export's tracer records them too)
+the module stack (``call_module``)     torch.fx's ``Tracer.trace`` sends every thread's
+                                       ``nn.Module.__call__`` to the tracer
+other threads' fx traces and eager     (none: torch.export lets them collide) make_fx
+higher-order ops wait                  keeps its state in module globals
+(``Tracer.trace``,
+``HigherOrderOperator.__call__``)
+``torch.compiler.is_exporting``        (none) ``_compiling_state_context`` sets the flag
+answered per thread                    for all threads; torch.compile returns a model
+                                       uncompiled while it reads True
 lazy graph modules                     ``torch.fx._lazy_graph_module._use_lazy_graph_module``
 Dynamo's config, for higher-order ops  the Dynamo config torch.export's non-strict mode
 that compile their bodies (cond,       patches (``ExportDynamoConfig``): no automatic
@@ -45,10 +55,57 @@ cudnn off                              torch.export's tracing, which turns cudnn
                                        mkldnn and nnpack (``batch_norm``'s flag records it)
 =====================================  ================================================
 
-The Python-level replacements (the last two rows) act only in the thread that traces;
-other threads calling ``max`` or indexing a tensor meanwhile get the originals.  (They
-replace the functions themselves rather than entering a TorchFunctionMode, as torch does:
-a mode sees every torch call of the trace, which cost 4-8% of a static export.)
+**Other threads.**  A serving process may run eager models, FakeTensorMode computations or
+torch.compile in other threads while one exports.  Every kernel and function installed
+above asks whether its thread is the tracing one and otherwise does what the one it
+replaced did, and torch keeps some state per thread already.  During a trace, another
+thread sees:
+
+=====================================  ================================================
+state                                  in another thread
+=====================================  ================================================
+kernel tables, fake rules,             nothing: ``py_kernels`` are shared, but the
+``FunctionalTensor.to``, ``max``,      kernels delegate (the Python dispatcher that
+``min``, ``math.pow``,                 reads them from C++ is on in the tracing thread
+``__getitem__``, ``torch.tensor``,     only); ``is_exporting()`` answers what it did
+``create_node``, ``call_module``,      before the trace, so torch.compile called there
+the draft check, the higher-order-op   compiles
+compile hook, ``is_exporting()``
+grad mode, the Python dispatcher       nothing: thread-local state in torch's C++
+Dynamo and functorch config            nothing: torch 2.13's ``ConfigModule`` keeps
+                                       overrides per thread (a ``ContextVar``)
+stack traces off                       nothing: set on our tracer, not in fx's config
+Dynamo compilations                    wait: a trace holds Dynamo's compile lock, so no
+                                       compilation elsewhere reads the trace's flags or
+                                       saves and restores them around it; compiled code
+                                       runs on.  Dynamo is imported before the patches
+                                       (every trace's ShapeEnv imports it): it keeps
+                                       references to builtins from import time
+fx traces (make_fx, torch.export,      wait, then run holding ``EXPORT_LOCK``: make_fx
+``symbolic_trace``) and eager          keeps its state in module globals (torch.fx's
+higher-order ops (``torch.cond``, a    patcher of ``nn.Module.__call__``, the current
+program holding one)                   tracer), and an eager higher-order op runs
+                                       make_fx on every call.  One already running
+                                       when the export starts is not waited for:
+                                       **unsafe**, as in torch itself
+``is_compiling()`` True, lazy graph    **the change** (module globals read as globals).
+modules                                ``is_compiling()`` stays True as during every
+                                       torch.compile compilation in torch 2.13: make_fx
+                                       sets torch.fx's process-wide "fx tracing" flag,
+                                       and a compiled function called while it is set
+                                       and ``is_compiling()`` is False raises
+mkldnn and nnpack off                  **the change** (``at::Context`` is one per
+                                       process): eager convolutions and RNNs run the
+                                       portable CPU kernels meanwhile, equal up to
+                                       float rounding
+=====================================  ================================================
+
+While Dynamo compiles a higher-order op's body in the tracing thread, the replaced Python
+functions are Python's and torch's own again (Dynamo knows them by identity).
+
+The Python-level replacements replace the functions themselves rather than entering a
+TorchFunctionMode, as torch does: a mode sees every torch call of the trace, which cost 4-8%
+of a static export.
 """
 
 from __future__ import annotations
@@ -64,16 +121,19 @@ import torch
 
 from .._torch_internals import (
     FunctionalTensor,
+    HigherOrderOperator,
     OpOverload,
     clear_dispatch_cache,
     compare_tensor_meta,
     compiler_flags,
+    dynamo_compile_lock,
     enable_python_dispatcher,
     fake_impls,
     fake_utils,
     forget_compiled,
     free_unbacked_symbols,
     hop_compile_module,
+    load_what_shape_envs_load,
     loaded_dynamo_config,
     module_stack_tracer,
     real_tensor_propagation,
@@ -97,6 +157,13 @@ __all__ = ["EXPORT_LOCK", "BufferWrite", "NodeHook", "buffer_writes", "tracing_p
 EXPORT_LOCK = threading.RLock()
 """Held for the whole of every trace: the patches below are process-wide."""
 
+_THIS_THREAD = threading.local()
+"""``tracing`` is True in the thread whose trace installed the patches."""
+
+
+def _tracing_here() -> bool:
+    return getattr(_THIS_THREAD, "tracing", False)
+
 NodeHook = Callable[[torch.fx.Node], None]
 """Called with every node the tracer creates, after its metadata is set."""
 
@@ -108,7 +175,8 @@ def tracing_patches(on_node: NodeHook | None = None, *, draft: bool = False) -> 
     ``on_node`` sees each node as the tracer creates it, and may raise to stop the trace.
     ``draft``: fake tensors carry real ones (``draft=True`` exports).
     """
-    with EXPORT_LOCK, contextlib.ExitStack() as stack:
+    load_what_shape_envs_load()
+    with _locks_held(), _tracing_thread(), contextlib.ExitStack() as stack:
         if draft:
             stack.enter_context(real_tensor_propagation())
             stack.enter_context(_offset_checks_without_guards())
@@ -119,11 +187,61 @@ def tracing_patches(on_node: NodeHook | None = None, *, draft: bool = False) -> 
         stack.enter_context(_composites_kept_whole())
         stack.enter_context(_conversions_checked())
         stack.enter_context(_node_recording(on_node))
+        stack.enter_context(_fx_traces_elsewhere_wait())
         stack.enter_context(use_lazy_graph_module(True))
         stack.enter_context(_dynamo_config_for_bodies())
         stack.enter_context(_hop_bodies_forgotten())
         stack.enter_context(_python_semantics())
         yield
+
+
+@contextlib.contextmanager
+def _locks_held() -> Iterator[None]:
+    """``EXPORT_LOCK``, and Dynamo's compile lock when Dynamo is loaded.
+
+    Dynamo reads ``is_exporting()`` while it compiles (a graph compiled in another thread
+    during a trace would keep the exporting branch), and saves and restores the compiler
+    and lazy-graph-module flags around each compilation (one ending after the trace would
+    restore the trace's values for good).  Holding its lock makes compilations elsewhere
+    wait for the trace; code they already compiled runs on.  Neither lock is waited for
+    while the other is held: a torch.compile backend may export while Dynamo holds its
+    lock, and a trace compiles higher-order-op bodies with Dynamo.
+    """
+    while True:
+        EXPORT_LOCK.acquire()
+        compile_lock = dynamo_compile_lock()
+        if compile_lock is None or compile_lock.acquire(blocking=False):
+            break
+        EXPORT_LOCK.release()
+        with compile_lock:  # wait for the compilation to end, then try again
+            pass
+    try:
+        yield
+    finally:
+        if compile_lock is not None:
+            compile_lock.release()
+        EXPORT_LOCK.release()
+
+
+@contextlib.contextmanager
+def _tracing_thread() -> Iterator[None]:
+    was_tracing = _tracing_here()
+    _THIS_THREAD.tracing = True
+    try:
+        yield
+    finally:
+        _THIS_THREAD.tracing = was_tracing
+
+
+def _in_tracing_thread(replacement, real):
+    """``replacement`` in the tracing thread, ``real`` in every other."""
+
+    def guarded(*args, **kwargs):
+        if _tracing_here():
+            return replacement(*args, **kwargs)
+        return real(*args, **kwargs)
+
+    return guarded
 
 
 # What torch.export sets for the bodies of higher-order ops that Dynamo compiles: without
@@ -162,7 +280,7 @@ def _offset_checks_without_guards() -> Iterator[None]:
         compare_tensor_meta(real_out, fake_out, check_sizes=sizes, check_strides=strides, allow_rhs_unbacked=True)
         return None
 
-    fake_utils._check_fake_real_tensors = check
+    fake_utils._check_fake_real_tensors = _in_tracing_thread(check, original)
     try:
         yield
     finally:
@@ -195,9 +313,10 @@ def _hop_bodies_forgotten() -> Iterator[None]:
         code = getattr(fn, "__code__", None)
         if code is not None:
             compiled.add(code)
-        return original(fn, args, kwargs)
+        with _replacements_lifted():
+            return original(fn, args, kwargs)
 
-    hop_utils._hop_compile_and_call = compile_and_call
+    hop_utils._hop_compile_and_call = _in_tracing_thread(compile_and_call, original)
     try:
         yield
     finally:
@@ -208,10 +327,20 @@ def _hop_bodies_forgotten() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _compiler_flags() -> Iterator[None]:
+    # The flags are module globals, read as globals by the query functions and by Dynamo:
+    # set for every reader in the tracing thread.  Other threads asking
+    # ``torch.compiler.is_exporting()`` get the value from before the trace (torch.compile
+    # returns the model uncompiled when called while it is True).  ``is_compiling()`` stays
+    # process-wide, as torch 2.13 keeps it during every torch.compile compilation: while
+    # make_fx traces, torch.fx's process-wide "fx tracing" flag is set, and a compiled
+    # function called while that flag is set and ``is_compiling()`` is False raises.
     saved = compiler_flags()
     set_compiler_flags(True, True)
     try:
-        yield
+        before = saved[1]
+        is_exporting = _in_tracing_thread(torch.compiler.is_exporting, lambda: before)
+        with _replaced(torch.compiler, "is_exporting", is_exporting):
+            yield
     finally:
         set_compiler_flags(*saved)
 
@@ -246,7 +375,7 @@ def _composites_kept_whole() -> Iterator[None]:
     try:
         for op in functional_composite_ops():
             saved = op.py_kernels
-            table, rule = composite_kernels(op)
+            table, rule = composite_kernels(op, _tracing_here)
             undo.append((op, saved, table, len(table)))
             op.py_kernels = table
             if op not in fake_rules:
@@ -278,11 +407,11 @@ def _conversions_checked() -> Iterator[None]:
     saved_to = FunctionalTensor.to
     try:
         for op in CONVERSIONS:
-            kernel = checked_conversion(op)
+            kernel = checked_conversion(op, _tracing_here)
             for key in AUTOGRAD_KEYS:
                 op.py_kernels[key] = kernel
             clear_dispatch_cache(op)
-        FunctionalTensor.to = _to_unchecked
+        FunctionalTensor.to = _in_tracing_thread(_to_unchecked, saved_to)
         yield
     finally:
         FunctionalTensor.to = saved_to
@@ -295,12 +424,16 @@ def _conversions_checked() -> Iterator[None]:
 @contextlib.contextmanager
 def _node_recording(on_node: NodeHook | None) -> Iterator[None]:
     """Every node gets a cheap stack trace (make_fx's own capture, far costlier, is off),
-    then goes to ``on_node``."""
+    then goes to ``on_node``; only this thread's module calls enter the module stack."""
     tracer_cls = module_stack_tracer()
     original = tracer_cls.create_node
-    saved_flag = torch.fx.config.do_not_emit_stack_traces
 
     def create_node(self, *args, **kwargs):
+        if not _tracing_here():
+            return original(self, *args, **kwargs)
+        # What ``do_not_emit_stack_traces`` would have made the tracer read when created;
+        # set here, on our tracer only, since fx's config is one module for all threads.
+        self.record_stack_traces = False
         node = original(self, *args, **kwargs)
         if node.op not in ("placeholder", "output") and not node.stack_trace:
             trace = user_stack_trace(sys._getframe(1))
@@ -310,25 +443,57 @@ def _node_recording(on_node: NodeHook | None) -> Iterator[None]:
             on_node(node)
         return node
 
-    # Tracers read the flag when they are created.
-    torch.fx.config.do_not_emit_stack_traces = True
+    original_call_module = tracer_cls.call_module
     tracer_cls.create_node = create_node
+    tracer_cls.call_module = _module_calls_of_this_thread(original_call_module)
     try:
         yield
     finally:
+        tracer_cls.call_module = original_call_module
         tracer_cls.create_node = original
-        torch.fx.config.do_not_emit_stack_traces = saved_flag
 
 
-_THIS_THREAD = threading.local()
-"""``tracing`` is True in the thread whose trace installed the Python-level replacements."""
+@contextlib.contextmanager
+def _fx_traces_elsewhere_wait() -> Iterator[None]:
+    """make_fx keeps its state in module globals, so an fx trace or a higher-order op in
+    another thread waits for the export and runs holding ``EXPORT_LOCK``.
+
+    torch.fx's ``Tracer.trace`` swaps ``nn.Module.__call__``/``__getattr__`` for the process
+    through one global patcher (two traces at once undo each other's patches: "CURRENT_PATCHER
+    is None"), and make_fx publishes its tracer in ``_CURRENT_MAKE_FX_TRACER``: an eager
+    ``torch.cond`` (or a program holding one) elsewhere would trace its branches into ours
+    ("Mixing fake modes").  Eager higher-order ops call make_fx on every call.
+    """
+    saved = [(owner, name, owner.__dict__[name]) for owner, name in _MAKE_FX_ENTRIES]
+    for owner, name, original in saved:
+        setattr(owner, name, _in_tracing_thread(original, _holding_export_lock(original)))
+    try:
+        yield
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
 
 
-def _in_tracing_thread(replacement, real):
-    def guarded(*args, **kwargs):
-        if getattr(_THIS_THREAD, "tracing", False):
-            return replacement(*args, **kwargs)
-        return real(*args, **kwargs)
+_MAKE_FX_ENTRIES = ((torch.fx.Tracer, "trace"), (HigherOrderOperator, "__call__"))
+"""Where another thread enters make_fx: an fx trace, and an eager higher-order op."""
+
+
+def _holding_export_lock(function):
+    def locked(*args, **kwargs):
+        with EXPORT_LOCK:
+            return function(*args, **kwargs)
+
+    return locked
+
+
+def _module_calls_of_this_thread(call_module):
+    # While make_fx traces, torch.fx's Tracer.trace routes every ``nn.Module.__call__`` in
+    # the process through the tracer's ``call_module``: another thread calling a submodule
+    # of the traced model would push it onto the module stack our nodes are recorded with.
+    def guarded(self, module, forward, args, kwargs):
+        if _tracing_here():
+            return call_module(self, module, forward, args, kwargs)
+        return forward(*args, **kwargs)
 
     return guarded
 
@@ -345,20 +510,52 @@ _PYTHON_REPLACEMENTS = (
 
 @contextlib.contextmanager
 def _python_semantics() -> Iterator[None]:
-    saved = [(owner, name, owner.__dict__.get(name), getattr(owner, name)) for owner, name, _ in _PYTHON_REPLACEMENTS]
-    was_tracing = getattr(_THIS_THREAD, "tracing", False)
+    with contextlib.ExitStack() as stack:
+        for owner, name, make in _PYTHON_REPLACEMENTS:
+            real = getattr(owner, name)
+            stack.enter_context(_replaced(owner, name, _in_tracing_thread(make(real), real)))
+        yield
+
+
+_INSTALLED: list[tuple[object, str, object, object]] = []
+"""(owner, name, its own attribute before, replacement) of each Python-level replacement in place."""
+
+
+def _put_back(owner, name: str, own) -> None:
+    if own is not None:
+        setattr(owner, name, own)
+    elif name in owner.__dict__:
+        delattr(owner, name)  # it was inherited (Tensor.__getitem__ comes from TensorBase)
+
+
+@contextlib.contextmanager
+def _replaced(owner, name: str, replacement) -> Iterator[None]:
+    entry = (owner, name, owner.__dict__.get(name), replacement)
+    setattr(owner, name, replacement)
+    _INSTALLED.append(entry)
     try:
-        for (owner, name, make), (_, _, _, real) in zip(_PYTHON_REPLACEMENTS, saved):
-            setattr(owner, name, _in_tracing_thread(make(real), real))
-        _THIS_THREAD.tracing = True
         yield
     finally:
-        _THIS_THREAD.tracing = was_tracing
-        for owner, name, own, _ in saved:
-            if own is not None:
-                setattr(owner, name, own)
-            elif name in owner.__dict__:
-                delattr(owner, name)  # it was inherited (Tensor.__getitem__ comes from TensorBase)
+        _INSTALLED.remove(entry)
+        _put_back(owner, name, entry[2])
+
+
+@contextlib.contextmanager
+def _replacements_lifted() -> Iterator[None]:
+    """The replaced Python functions are torch's and Python's own again within the block.
+
+    For Dynamo compiling a higher-order op's body in the tracing thread: it knows builtins
+    and ``torch.compiler``'s queries by identity (and caches what it learns about them for
+    the process); a replacement it would have to trace into instead (``max``) fails the
+    body's full-graph compile.  Dynamo handles symbolic sizes there itself."""
+    installed = list(_INSTALLED)
+    for owner, name, own, _ in reversed(installed):
+        _put_back(owner, name, own)
+    try:
+        yield
+    finally:
+        for owner, name, _, replacement in installed:
+            setattr(owner, name, replacement)
 
 
 BufferWrite = Callable[[torch.nn.Module, str, object], None]

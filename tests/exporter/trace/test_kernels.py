@@ -5,8 +5,13 @@ import torch
 import torch.nn.functional as F
 
 import exporter
-from exporter._torch_internals import COMPOSITE_KEY
-from exporter.trace.kernels import AUTOGRAD_KEYS, checked_conversion, composite_kernels, functional_composite_ops
+from exporter._torch_internals import COMPOSITE_KEY, FakeTensorMode, make_fx
+from exporter.trace.kernels import (
+    AUTOGRAD_KEYS,
+    checked_conversion,
+    composite_kernels,
+    functional_composite_ops,
+)
 
 
 class Attention(torch.nn.Module):
@@ -40,23 +45,51 @@ def test_only_functional_composites_are_kept():
         assert op not in ops
 
 
+def _active():
+    return True
+
+
+def _inactive():
+    return False
+
+
 def test_the_kernel_table_keeps_the_op_whole_and_its_own_kernels():
     op = torch.ops.aten.linear.default
-    table, fake_rule = composite_kernels(op)
+    table, fake_rule = composite_kernels(op, _active)
     assert table[COMPOSITE_KEY](torch.ones(1, 2), torch.ones(3, 2)) is NotImplemented
     assert all(key in table for key in AUTOGRAD_KEYS)
     assert all(table[key] is kernel for key, kernel in op.py_kernels.items() if key != COMPOSITE_KEY)
     # the backend kernel is the original composite: it computes what eager linear does
     x, w = torch.randn(2, 3), torch.randn(4, 3)
     torch.testing.assert_close(table[torch._C.DispatchKey.CPU](x, w), F.linear(x, w))
-    assert composite_kernels(op)[0] is table  # cached while the op's own table is unchanged
+    assert composite_kernels(op, _active)[0] is table  # cached while the op's own table is unchanged
+
+
+def test_inactive_kernels_expand_the_op_as_its_composite_does():
+    # Another thread than the tracing one: the op must expand, with autograd, as without the table.
+    op = torch.ops.aten.linear.default
+    table, fake_rule = composite_kernels(op, _inactive)
+    x, w = torch.randn(2, 3), torch.randn(4, 3, requires_grad=True)
+    expanded = table[COMPOSITE_KEY](x, w)
+    torch.testing.assert_close(expanded, F.linear(x, w))
+    through_autograd = table[torch._C.DispatchKey.AutogradCPU](x, w)
+    assert through_autograd.grad_fn is not None  # the expansion's parts record autograd
+    torch.testing.assert_close(through_autograd, F.linear(x, w))
+    with FakeTensorMode() as mode:
+        fake = fake_rule(mode, op, mode.from_tensor(x), mode.from_tensor(w))
+    assert fake.shape == (2, 4)
+    conversion = checked_conversion(torch.ops.aten.to.dtype, _inactive)
+    with torch._dispatch.python.enable_python_dispatcher():
+        graph = make_fx(lambda t: conversion(t, torch.float64))(x).graph
+    targets = [n.target for n in graph.nodes if n.op == "call_function"]
+    assert torch.ops.aten._assert_tensor_metadata.default not in targets
 
 
 def test_conversions_record_the_metadata_check():
     ep = exporter.export(Convert(), (torch.randn(2, 3),))
     targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
     assert targets.count(torch.ops.aten._assert_tensor_metadata.default) == 2
-    assert checked_conversion(torch.ops.aten.to.dtype) is not None
+    assert checked_conversion(torch.ops.aten.to.dtype, _active) is not None
 
 
 class Convert(torch.nn.Module):
