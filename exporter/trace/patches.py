@@ -16,10 +16,11 @@ mkldnn and nnpack off                  torch.export's tracing, which routes conv
 grad mode restored on exit             ``torch.no_grad``/``enable_grad`` left by forward
 the Python dispatcher on               ``torch._dispatch.python.enable_python_dispatcher``
 functional composites kept whole       torch.export's ``_override_composite_implicit_decomp``
-(``py_kernels`` and fake rules)
+(``py_kernels`` and fake rules; not    (a pre-dispatch trace records composites before
+for the training IR)                   any kernel runs)
 ``aten.to`` checked, and               torch.export's ``_assert_tensor_metadata`` nodes;
 ``FunctionalTensor.to`` unchecked      ``FunctionalTensor.to`` emits them for some spellings
-                                       only, so ours emits them for all
+(not for the training IR)              only, so ours emits them for all
 stack traces recorded cheaply          ``_ModuleStackTracer.create_node``, and on our
 (``create_node``)                      tracer ``torch.fx.config.do_not_emit_stack_traces``
 other threads' module calls kept off   (none: torch.export's tracer records them too)
@@ -94,10 +95,10 @@ modules                                ``is_compiling()`` stays True as during e
                                        sets torch.fx's process-wide "fx tracing" flag,
                                        and a compiled function called while it is set
                                        and ``is_compiling()`` is False raises
-mkldnn and nnpack off                  **the change** (``at::Context`` is one per
+mkldnn, nnpack and cudnn off           **the change** (``at::Context`` is one per
                                        process): eager convolutions and RNNs run the
-                                       portable CPU kernels meanwhile, equal up to
-                                       float rounding
+                                       portable CPU kernels meanwhile (on a GPU, not
+                                       cudnn's), equal up to float rounding
 =====================================  ================================================
 
 While Dynamo compiles a higher-order op's body in the tracing thread, the replaced Python
@@ -169,11 +170,14 @@ NodeHook = Callable[[torch.fx.Node], None]
 
 
 @contextlib.contextmanager
-def tracing_patches(on_node: NodeHook | None = None, *, draft: bool = False) -> Iterator[None]:
+def tracing_patches(on_node: NodeHook | None = None, *, draft: bool = False, training: bool = False) -> Iterator[None]:
     """Within the block, torch and Python behave as a torch.export trace needs (see module doc).
 
     ``on_node`` sees each node as the tracer creates it, and may raise to stop the trace.
     ``draft``: fake tensors carry real ones (``draft=True`` exports).
+    ``training``: a pre-dispatch trace (the training IR), which records composites and
+    conversions where they are called, before any kernel runs: their kernels stay torch's,
+    so the values it computes see autograd (``requires_grad``) as torch.export's do.
     """
     load_what_shape_envs_load()
     with _locks_held(), _tracing_thread(), contextlib.ExitStack() as stack:
@@ -184,8 +188,9 @@ def tracing_patches(on_node: NodeHook | None = None, *, draft: bool = False) -> 
         stack.enter_context(_portable_kernels())
         stack.enter_context(_grad_mode_restored())
         stack.enter_context(enable_python_dispatcher())
-        stack.enter_context(_composites_kept_whole())
-        stack.enter_context(_conversions_checked())
+        if not training:
+            stack.enter_context(_composites_kept_whole())
+            stack.enter_context(_conversions_checked())
         stack.enter_context(_node_recording(on_node))
         stack.enter_context(_fx_traces_elsewhere_wait())
         stack.enter_context(use_lazy_graph_module(True))

@@ -443,6 +443,14 @@ def _registration_hint(leaf: Any) -> str:
     return "return its tensors or values instead of the object"
 
 
+def _keep_requires_grad(placeholder: torch.fx.Node, fake: torch.Tensor) -> None:
+    """The training IR is autograd-visible: a placeholder's value requires grad when the
+    input it stands for does (a parameter, a user input), as in torch.export's."""
+    val = placeholder.meta.get("val")
+    if isinstance(val, torch.Tensor) and val.is_leaf and val.requires_grad != fake.requires_grad:
+        val.requires_grad_(fake.requires_grad)
+
+
 def _write_back_buffers(gm: torch.fx.GraphModule, placeholders: list[torch.fx.Node], writes: dict[int, torch.fx.Node]) -> None:
     """``copy_(buffer, value)`` before the output for each buffer forward() assigned."""
     output = gm.graph.output_node()
@@ -527,7 +535,7 @@ def trace(
     watch = _WriteWatch(functionalized=always_functionalize or training)
     try:
         with (
-            tracing_patches(watch, draft=draft),
+            tracing_patches(watch, draft=draft, training=training),
             module_preserved(root),
         ):
             traced = None
@@ -562,6 +570,8 @@ def trace(
     for node, value in zip(placeholders, traced.fakes.inputs):
         if not isinstance(value, torch.Tensor):
             node.meta["val"] = value
+        elif training:
+            _keep_requires_grad(node, value)
     for node in gm.graph.nodes:
         # Ops that return nothing (asserts) get an explicit None, so every call has a `val`.
         if node.op == "call_function":

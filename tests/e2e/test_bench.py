@@ -31,11 +31,11 @@ def test_a_row_times_both_tools_on_a_checked_program(bench, dynamic):
 
 
 def test_a_program_that_differs_from_eager_is_a_failed_row_not_a_time(bench, monkeypatch):
-    def wrong_export(model, kwargs, dynamic=None):
+    def wrong_export(model, kwargs, dynamic=None, ir="inference"):
         other = copy.deepcopy(model)
         with torch.no_grad():
             next(other.parameters()).add_(1.0)
-        return exporter.export(other, (), kwargs, dynamic_shapes=dynamic)
+        return exporter.export(other, (), kwargs, dynamic_shapes=dynamic, ir=ir)
 
     monkeypatch.setattr(bench, "run_exporter", wrong_export)
     row = bench.bench_one("gpt2", 1, repeats=1)

@@ -253,3 +253,33 @@ def test_pt2e_quantization_of_the_training_ir_equals_torch_exports():
     assert "quantized_decomposed.quantize_per_tensor.default" in ops(ours)
     torch.testing.assert_close(ours(x), ref(x), rtol=0, atol=0)
     torch.testing.assert_close(ours(x), model(x), rtol=0.05, atol=0.05)
+
+
+class _FoldedLinear(nn.Module):
+    """A linear over an expanded slice of a dynamic input (fuzz seed 3781): matmul's
+    decomposition only checks strides (guarding on the dynamic size) when the weight does
+    not require grad, which in an autograd-visible trace it does."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(5, 5)
+
+    def forward(self, x):
+        return self.lin(x[:, :, :1].expand(-1, -1, 5, -1))
+
+
+def test_the_training_ir_is_traced_autograd_visible_as_torch_exports_is():
+    torch.manual_seed(0)
+    model = _FoldedLinear()
+    x = torch.randn(3, 3, 4, 5, requires_grad=True)
+    spec = ({2: torch.export.Dim("s", min=2)},)
+    ours = exporter.export(model, (x,), dynamic_shapes=spec, ir="training")
+    ref = torch.export.export(model, (x,), dynamic_shapes=spec, strict=False)
+    assert _ranges(ours) == _ranges(ref)
+
+    def requires_grad(ep):
+        return [n.meta["val"].requires_grad for n in ep.graph.nodes if n.op == "placeholder"]
+
+    assert requires_grad(ours) == requires_grad(ref) == [True, True, True]
+    y = torch.randn(3, 3, 7, 5)
+    torch.testing.assert_close(ours.module()(y), model(y))

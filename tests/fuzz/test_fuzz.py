@@ -144,8 +144,8 @@ def test_a_wrong_program_is_a_finding(monkeypatch):
         def forward(self, *args, **kwargs):
             return torch.zeros(())
 
-    def wrong(model, args, kwargs=None, dynamic_shapes=None):
-        return real(Other(), args, kwargs)
+    def wrong(model, args, kwargs=None, dynamic_shapes=None, **options):
+        return real(Other(), args, kwargs, **options)
 
     monkeypatch.setattr(exporter, "export", wrong)
     outcome = check_source(generate(5).render())
@@ -155,9 +155,9 @@ def test_a_wrong_program_is_a_finding(monkeypatch):
 def test_a_changed_model_is_a_finding(monkeypatch):
     real = exporter.export
 
-    def meddling(model, args, kwargs=None, dynamic_shapes=None):
+    def meddling(model, args, kwargs=None, dynamic_shapes=None, **options):
         model.train(not model.training)
-        return real(model, args, kwargs, dynamic_shapes=dynamic_shapes)
+        return real(model, args, kwargs, dynamic_shapes=dynamic_shapes, **options)
 
     monkeypatch.setattr(exporter, "export", meddling)
     outcome = check_source(generate(7).render())
