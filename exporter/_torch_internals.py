@@ -62,6 +62,7 @@ __all__ = [
     "COMPOSITE_KEY",
     "ENTER_AUTOCAST",
     "EXIT_AUTOCAST",
+    "PREDISPATCH_FUNCTIONS",
     "SET_GRAD_ENABLED",
     "ConstraintViolationError",
     "DataDependentOutputException",
@@ -484,3 +485,22 @@ def training_dialect() -> type:
     from torch._export.verifier import load_verifier
 
     return load_verifier("TRAINING")
+
+
+def _predispatch_functions() -> frozenset:
+    import torch._functorch.predispatch as predispatch
+    from torch.fx.experimental.symbolic_shapes import cast_symbool_to_symint_guardless
+
+    names = (
+        "_add_batch_dim", "_remove_batch_dim", "_vmap_increment_nesting", "_vmap_decrement_nesting",
+        "lazy_load_decompositions", "_make_dual", "_unpack_dual", "_jvp_increment_nesting",
+        "_jvp_decrement_nesting", "_unwrap_for_grad", "_enter_dual_level", "_exit_dual_level",
+    )
+    found = {getattr(predispatch, name) for name in names if hasattr(predispatch, name)}
+    return frozenset(found | {cast_symbool_to_symint_guardless})
+
+
+PREDISPATCH_FUNCTIONS = _predispatch_functions()
+"""What a pre-dispatch trace records as calls for ``torch.vmap``/``torch.func.jvp`` levels and
+batch dims (torch.func transforms run inside the model), kept in torch.export's training IR
+and allowed by its TRAINING dialect."""

@@ -13,6 +13,7 @@ from exporter._ir import graph_modules
 from exporter._torch_internals import (
     ENTER_AUTOCAST,
     EXIT_AUTOCAST,
+    PREDISPATCH_FUNCTIONS,
     SET_GRAD_ENABLED,
     HigherOrderOperator,
     OpOverload,
@@ -49,6 +50,8 @@ def _check_target(node: torch.fx.Node, training: bool, markers: bool) -> None:
     target = node.target
     if markers and target in _REGION_MARKERS:
         return
+    if training and target in PREDISPATCH_FUNCTIONS:
+        return
     if isinstance(target, OpOverload):
         if target._schema.is_mutable and not training:
             raise VerificationError(
@@ -79,9 +82,10 @@ def verify_functional_ops(gm: torch.fx.GraphModule, *, training: bool = False, m
     carries ``val`` metadata; get_attr in the top-level graph reads only subgraphs and
     pytree specs (as torch.export's verifier allows); no call_module/call_method nodes.
 
-    ``training``: the graph is training IR, where ops that write in place are allowed
-    (torch.export's TRAINING dialect); ``markers``: so are the grad-mode and autocast calls
-    a training trace records before its regions are wrapped."""
+    ``training``: the graph is training IR, where ops that write in place are allowed, and
+    the functorch level and batch-dim calls of a ``torch.vmap`` inside the model (torch.export's
+    TRAINING dialect); ``markers``: so are the grad-mode and autocast calls a training trace
+    records before its regions are wrapped."""
     for module in graph_modules(gm):
         for node in module.graph.nodes:
             if node.op == "call_function":

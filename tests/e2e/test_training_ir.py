@@ -283,3 +283,25 @@ def test_the_training_ir_is_traced_autograd_visible_as_torch_exports_is():
     assert requires_grad(ours) == requires_grad(ref) == [True, True, True]
     y = torch.randn(3, 3, 7, 5)
     torch.testing.assert_close(ours.module()(y), model(y))
+
+
+class _Vmapped(nn.Module):
+    """torch.vmap inside forward: the training IR keeps functorch's level and batch-dim calls."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.vmap(lambda row: self.lin(row).sin())(x) + 1
+
+
+def test_vmap_in_the_model_is_kept_as_torch_export_keeps_it():
+    torch.manual_seed(0)
+    model, x = _Vmapped(), torch.randn(3, 4)
+    ours = exporter.export(model, (x,), ir="training")
+    _assert_matches_training_oracle("vmap", ours, torch.export.export(model, (x,), strict=False), stacks=False)
+    assert any("vmap_increment_nesting" in str(n.target) for n in ours.graph.nodes)
+    torch.testing.assert_close(ours.module()(x), model(x))
+    lowered, default = ours.run_decompositions({}), exporter.export(model, (x,))
+    assert not harness.counter_difference(harness.op_counter(lowered), harness.op_counter(default))
