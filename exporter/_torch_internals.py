@@ -55,6 +55,7 @@ from torch.fx.experimental.symbolic_shapes import (
 from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 from torch.nn.utils.stateless import _reparametrize_module as reparametrize_module
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+from torch.utils._sympy.functions import Max as SizeMax, Min as SizeMin
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
@@ -120,6 +121,8 @@ __all__ = [
     "insert_deferred_runtime_asserts",
     "is_traceable_wrapper_subclass",
     "int_oo",
+    "SizeMax",
+    "SizeMin",
     "loaded_dynamo_config",
     "dynamo_compile_lock",
     "load_what_shape_envs_load",

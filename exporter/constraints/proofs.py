@@ -17,7 +17,7 @@ from typing import Any
 
 import sympy
 
-from .._torch_internals import int_oo
+from .._torch_internals import SizeMax, SizeMin, int_oo
 
 __all__ = ["holds_on_ranges"]
 
@@ -33,7 +33,9 @@ def _shifted(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, Any], *, from_lowe
             return None
         offset = sympy.Symbol(f"_{symbol}_offset", integer=True, nonnegative=True)
         substitutions[symbol] = bound + offset if from_lower else bound - offset
-    return expr.xreplace(substitutions)
+    # torch's size Min/Max do not order their arguments by the symbols' assumptions; sympy's
+    # do (Min(25, 50*t + 100) is 25 for t >= 0).
+    return expr.xreplace(substitutions).replace(SizeMin, sympy.Min).replace(SizeMax, sympy.Max)
 
 
 def holds_on_ranges(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, Any]) -> bool:

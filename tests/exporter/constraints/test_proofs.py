@@ -31,3 +31,13 @@ def test_guards_that_need_more_than_the_range_are_not_proven():
     assert not holds_on_ranges(sympy.Eq(s % 2, 0), {s: ValueRanges(2, 60)})
     assert not holds_on_ranges(sympy.Eq(sympy.Max(s, t), s), {s: ValueRanges(2, 60), t: ValueRanges(2, 60)})
     assert not holds_on_ranges(sympy.Ge(s, 2), {})  # no range known for s
+
+
+def test_torch_s_own_size_min_and_max_are_ordered_too():
+    from torch.utils._sympy.functions import Max, Min
+
+    # from functionalizing a write into a flattened cat (fuzz finding 003)
+    guard = sympy.Eq(2 * s * Min(25, 50 * s), 50 * s)
+    assert holds_on_ranges(guard, {s: ValueRanges(2, int_oo)})
+    assert holds_on_ranges(sympy.Eq(Max(3, 4 * s), 4 * s), {s: ValueRanges(1, 10)})
+    assert not holds_on_ranges(sympy.Eq(Min(25, 5 * s), 5 * s), {s: ValueRanges(2, int_oo)})
