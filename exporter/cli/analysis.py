@@ -21,6 +21,7 @@ from .._ir import graph_modules
 
 __all__ = [
     "dim_rows",
+    "human_bytes",
     "expr_text",
     "input_names",
     "leaf_path",
@@ -440,3 +441,12 @@ def library_versions(model: torch.nn.Module | None) -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             continue
     return versions
+
+
+def human_bytes(size: float) -> str:
+    """``2.6 KB``: a byte count in the largest unit below 1024 of it (B, KB, MB, GB)."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return ""

@@ -16,7 +16,7 @@ import re
 from importlib import resources
 from typing import Any
 
-from .analysis import input_names, module_tree, state_groups
+from .analysis import human_bytes as _bytes, input_names, module_tree, state_groups
 
 __all__ = ["check_html", "export_html", "write_html"]
 
@@ -30,14 +30,6 @@ def _asset(name: str) -> str:
 
 def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value))
-
-
-def _bytes(size: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return ""
 
 
 def _shape(row: dict) -> str:

@@ -16,7 +16,7 @@ from rich.tree import Tree
 from .._assumptions import DraftReport
 from .._errors import Category, ErrorInfo
 from ..submodules import ModuleStatus, SubmoduleNode, SubmoduleReport
-from .analysis import input_names, module_tree, state_groups
+from .analysis import human_bytes as _bytes, input_names, module_tree, state_groups
 
 __all__ = [
     "progress",
@@ -40,20 +40,7 @@ def progress(console: Console) -> Iterator[Callable[[str], None]]:
 
 
 def _size(path: str) -> str:
-    size = float(os.path.getsize(path))
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return ""
-
-
-def _bytes(size: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return ""
+    return _bytes(float(os.path.getsize(path)))
 
 
 _ARTIFACT_KINDS = {"program": "program", "aoti": "AOTInductor package", "onnx": "ONNX"}

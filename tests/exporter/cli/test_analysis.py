@@ -172,3 +172,11 @@ def test_example_inputs_are_named_by_the_forward_parameter_they_bind_to():
                             {"kind": "USER_INPUT", "path": "mask"}]}
     assert input_names(signature, inputs) == ["x", "mask"]
     assert input_names(None, inputs) == ["args[0]", "kwargs['mask']"], "a failed export has no signature"
+
+
+def test_human_bytes():
+    from exporter.cli.analysis import human_bytes
+
+    assert [human_bytes(n) for n in (0, 1023, 2662, 3 * 1024**2, 5 * 1024**4)] == [
+        "0 B", "1023 B", "2.6 KB", "3.0 MB", "5120.0 GB",
+    ]
