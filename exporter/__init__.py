@@ -12,6 +12,7 @@ export on their own, and where the problem is.
 from ._assumptions import Assumption, AssumptionKind, DraftReport
 from ._errors import (
     Category,
+    AbortError,
     ConstraintError,
     ErrorInfo,
     ExportError,
@@ -41,6 +42,7 @@ __all__ = [
     "TraceError",
     "PassError",
     "VerificationError",
+    "AbortError",
     "report_submodules",
     "SubmoduleReport",
     "SubmoduleNode",
