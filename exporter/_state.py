@@ -117,10 +117,14 @@ class ExportState:
     def replace_node(self, old: torch.fx.Node, new: torch.fx.Node) -> None:
         """Make every user of ``old`` (and every spec naming it) use ``new``, then erase ``old``."""
         old.replace_all_uses_with(new)
+        self.rename_value(old, new)
+        old.graph.erase_node(old)
+
+    def rename_value(self, old: torch.fx.Node, new: torch.fx.Node) -> None:
+        """Make the signature and the preserved call signatures name ``new`` where they named ``old``."""
         for spec in (*self.input_specs, *self.output_specs):
             if getattr(spec.arg, "name", None) == old.name:
                 spec.arg.name = new.name
         for call in self.preserved_calls:
             call.inputs = [new if value is old else value for value in call.inputs]
             call.outputs = [new if value is old else value for value in call.outputs]
-        old.graph.erase_node(old)

@@ -117,12 +117,11 @@ def _common_stack(nodes: list[torch.fx.Node]) -> dict:
     return dict(common)
 
 
-def _wrap(
-    gm: torch.fx.GraphModule,
-    region: _Region,
-    name: str,
-    rename: Callable[[torch.fx.Node, torch.fx.Node], None],
-) -> torch.fx.GraphModule:
+_Rename = Callable[[torch.fx.Node, torch.fx.Node], None]
+"""Told each value the region now hands out through a ``getitem`` (old node, new node)."""
+
+
+def _wrap(gm: torch.fx.GraphModule, region: _Region, name: str, rename: _Rename) -> torch.fx.GraphModule:
     """Move ``region``'s nodes into a body attribute ``name`` of ``gm``, called via its op."""
     graph = gm.graph
     inside = set(region.nodes)
@@ -171,9 +170,6 @@ def _free_name(gm: torch.fx.GraphModule) -> str:
     return f"submod_{i}"
 
 
-_Rename = Callable[[torch.fx.Node, torch.fx.Node], None]
-
-
 def _wrap_all(
     gm: torch.fx.GraphModule, find: Callable[[torch.fx.Graph], tuple[list[_Region], list[torch.fx.Node]]], rename: _Rename
 ) -> list[torch.fx.GraphModule]:
@@ -204,19 +200,11 @@ def wrap_autograd_regions(state: ExportState) -> bool:
     if not any(_calls(node, SET_GRAD_ENABLED) or _calls(node, ENTER_AUTOCAST) for node in gm.graph.nodes):
         return False
 
-    def rename(old: torch.fx.Node, new: torch.fx.Node) -> None:
-        # A region's output the program returns, or a preserved call names, is now a getitem.
-        for spec in state.output_specs:
-            if getattr(spec.arg, "name", None) == old.name:
-                spec.arg.name = new.name
-        for call in state.preserved_calls:
-            call.inputs = [new if value is old else value for value in call.inputs]
-            call.outputs = [new if value is old else value for value in call.outputs]
-
+    # A region's output the program returns, or a preserved call names, is now a getitem.
     ambient = torch.is_grad_enabled()
-    for body in _wrap_all(gm, lambda graph: _grad_regions(graph, ambient), rename):
+    for body in _wrap_all(gm, lambda graph: _grad_regions(graph, ambient), state.rename_value):
         _wrap_autocast(body, _ignore)
         body.recompile()
-    _wrap_autocast(gm, rename)
+    _wrap_autocast(gm, state.rename_value)
     gm.recompile()
     return True
