@@ -347,6 +347,11 @@ def test_the_training_trace_keeps_writes_and_writes_reassigned_buffers_back():
         torch.testing.assert_close(unlifted(torch.ones(3)), eager(torch.ones(3)))
     torch.testing.assert_close(unlifted.total, eager.total)
     torch.testing.assert_close(unlifted.inner.last, eager.inner.last)
+    # torch.export's training IR writes back only the root module's buffers: its program
+    # keeps the submodule's old value (the one deliberate difference, in the README)
+    oracle = torch.export.export(_Counted(), (torch.ones(3),), strict=False).module()
+    oracle(torch.ones(3))
+    assert torch.equal(oracle.inner.last, torch.zeros(3))
 
 
 class _Regrown(torch.nn.Module):
