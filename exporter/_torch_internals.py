@@ -127,6 +127,15 @@ __all__ = [
     "dynamo_compile_lock",
     "load_what_shape_envs_load",
     "make_fx",
+    "graph_module_of",
+    "node_name_for",
+    "snapshot_fake",
+    "fake_value_of",
+    "needs_exact_strides",
+    "tensor_meta",
+    "autograd_would_have_expanded",
+    "fx_tracing_flag",
+    "is_compiled_module",
     "module_stack_tracer",
     "op_implementation_dirs",
     "proxy_tensor",
@@ -158,6 +167,7 @@ runtime_check = torch._check
 """``torch._check``: a condition on sizes the program checks when it runs (no guard)."""
 
 COMPOSITE_KEY = DispatchKey.CompositeImplicitAutograd
+
 should_decompose_because_unsafe = _should_decompose_because_unsafe_op
 sym_sqrt = torch._sym_sqrt
 below_autograd = _AutoDispatchBelowAutograd
@@ -335,6 +345,73 @@ def record_module_calls(
         pre_dispatch=pre_dispatch,
         _disable_torch_fn_metadata_mode=True,
     )(*inputs)
+
+
+# -- the fast recorder's pieces of make_fx ------------------------------------------------
+
+
+def graph_module_of(root: torch.nn.Module, graph: torch.fx.Graph) -> torch.fx.GraphModule:
+    """A graph module over ``graph`` whose attributes live on ``root``, made as make_fx makes
+    its result (lazily compiled while ``use_lazy_graph_module(True)`` is in effect)."""
+    from torch.fx._lazy_graph_module import _make_graph_module
+
+    return _make_graph_module(root, graph)
+
+
+def node_name_for(graph: torch.fx.Graph, name: str) -> str:
+    """The name make_fx gives a node calling an op named ``name`` (``max`` becomes ``max_1``:
+    a builtin's name is avoided); the graph adds ``_N`` suffixes for repeats."""
+    return graph._target_to_str(name)
+
+
+def snapshot_fake(value: torch.Tensor, include_real: bool = False) -> torch.Tensor:
+    """A detached copy of a fake tensor's metadata, as make_fx stores in ``meta['val']``."""
+    return proxy_tensor.snapshot_fake(value, include_real=include_real)
+
+
+def fake_value_of(value: torch.Tensor) -> torch.Tensor:
+    """The ``meta['val']`` make_fx gives a ``get_attr`` node reading a real tensor: an
+    empty fake tensor of its size, strides, dtype and device, in the active fake mode."""
+    return proxy_tensor.extract_val(value)
+
+
+def needs_exact_strides(op: OpOverload) -> bool:
+    """Whether make_fx records ``eager_input_vals`` for calls of ``op`` (its layout constraint
+    is ``needs_exact_strides``: custom ops by default)."""
+    return proxy_tensor._should_save_eager_input_vals(op, None)
+
+
+def tensor_meta(value: torch.Tensor) -> Any:
+    """The ``meta['tensor_meta']`` make_fx records for a tensor value."""
+    from torch.fx.passes.shape_prop import _extract_tensor_metadata
+
+    return _extract_tensor_metadata(value)
+
+
+def autograd_would_have_expanded(op: OpOverload, flat_args: list[Any]) -> bool:
+    """Whether autograd would have expanded ``op``'s composite kernel for these arguments
+    (an op reaching the Python key below autograd is expanded there instead, as make_fx does)."""
+    from torch.utils._python_dispatch import autograd_would_have_decomposed
+
+    return autograd_would_have_decomposed(op, flat_args)
+
+
+def fx_tracing_flag(value: bool) -> bool:
+    """Set torch.fx's process-wide "an fx trace is running" flag (``is_fx_tracing()``), which
+    make_fx sets for the length of its trace; returns the previous value."""
+    from torch.fx import _symbolic_trace
+
+    previous = _symbolic_trace._is_fx_tracing_flag
+    _symbolic_trace._is_fx_tracing_flag = value
+    return previous
+
+
+def is_compiled_module(module: torch.nn.Module) -> bool:
+    """A ``torch.compile``-d module or a graph module, which make_fx's module stack skips."""
+    if isinstance(module, torch.fx.GraphModule):
+        return True
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    return eval_frame is not None and isinstance(module, eval_frame.OptimizedModule)
 
 
 def raw_expr(size: torch.SymInt) -> Any:

@@ -4,6 +4,7 @@ two pytrees of results."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import torch
@@ -61,3 +62,35 @@ def tree_difference(ours: Any, ref: Any, *, rtol: float, atol: float, what: str 
         elif type(a) is not type(b) or a != b:
             return f"{where}: {a!r} != {b!r}"
     return None
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"T{tuple(value.shape)}/{value.stride()}/{value.dtype}/{value.device}/{value.requires_grad}"
+    if isinstance(value, (list, tuple)):
+        return f"{type(value).__name__}[{', '.join(_value(v) for v in value)}]"
+    return re.sub(r" at 0x[0-9a-f]+", "", repr(value))
+
+
+def graph_fingerprint(gm: torch.fx.GraphModule) -> list[tuple]:
+    """Every node of every graph with all of its metadata (object addresses and generated-file
+    numbers masked): equal for two traces that recorded the same program."""
+    rows = []
+    for name, module in gm.named_modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            meta = {}
+            for key, value in sorted(node.meta.items()):
+                if key == "stack_trace":
+                    value = re.sub(r"<eval_with_key>\.\d+", "<eval_with_key>", value or "")
+                elif key == "tensor_meta":
+                    value = repr(value)
+                elif key == "eager_input_vals":
+                    value = torch.fx.node.map_aggregate(value, _value)
+                else:
+                    value = _value(value) if key == "val" else repr(value)
+                meta[key] = re.sub(r" at 0x[0-9a-f]+", "", value) if isinstance(value, str) else value
+            rows.append((name, node.op, node.name, str(node.target), str(node.args), str(node.kwargs), meta))
+        rows.append((name, "attributes", sorted(k for k in vars(module) if k.startswith("_tensor_constant"))))
+    return rows

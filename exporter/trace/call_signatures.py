@@ -23,7 +23,8 @@ import torch.utils._pytree as pytree
 
 from .._errors import Category, InputSpecError, TraceError
 from .._state import PreservedCall
-from .._torch_internals import FunctionalTensor, traced_graph, traced_node, unwrap_functional
+from .._torch_internals import FunctionalTensor, unwrap_functional
+from .recorder import traced_graph, traced_node
 
 __all__ = ["recording_calls"]
 

@@ -54,6 +54,12 @@ registration hook (``buffer_writes``)  IR trace registers: ``self.buf = v`` on t
                                        module is written back with ``copy_``
 cudnn off                              torch.export's tracing, which turns cudnn off with
                                        mkldnn and nnpack (``batch_norm``'s flag records it)
+fast recorder only                     make_fx's ``Tracer.trace``, which sends every
+(``fast_recording``):                  ``nn.Module.__call__`` to ``call_module`` (the
+``nn.Module.__call__`` through the     module stack), sets the fx-tracing flag and
+recorder's module stack, higher-order  disables the autocast cache; a higher-order op
+ops reported first, fx-tracing flag    has no rule for the recorder, which then hands
+set, autocast cache off                the model to make_fx
 =====================================  ================================================
 
 **Other threads.**  A serving process may run eager models, FakeTensorMode computations or
@@ -71,8 +77,11 @@ kernel tables, fake rules,             nothing: ``py_kernels`` are shared, but t
 ``__getitem__``, ``torch.tensor``,     only); ``is_exporting()`` answers what it did
 ``create_node``, ``call_module``,      before the trace, so torch.compile called there
 the draft check, the higher-order-op   compiles
-compile hook, ``is_exporting()``
-grad mode, the Python dispatcher       nothing: thread-local state in torch's C++
+compile hook, ``is_exporting()``, the
+fast recorder's ``nn.Module.__call__``
+and ``HigherOrderOperator.__call__``
+grad mode, the Python dispatcher,      nothing: thread-local state in torch's C++
+the autocast cache
 Dynamo and functorch config            nothing: torch 2.13's ``ConfigModule`` keeps
                                        overrides per thread (a ``ContextVar``)
 stack traces off                       nothing: set on our tracer, not in fx's config
@@ -131,6 +140,7 @@ from .._torch_internals import (
     enable_python_dispatcher,
     fake_impls,
     fake_utils,
+    fx_tracing_flag,
     forget_compiled,
     free_unbacked_symbols,
     hop_compile_module,
@@ -153,7 +163,7 @@ from .kernels import (
 from .python_ops import builtin_max, builtin_min, power, tensor_factory, tensor_getitem
 from .stacks import user_stack_trace
 
-__all__ = ["EXPORT_LOCK", "BufferWrite", "NodeHook", "buffer_writes", "tracing_patches"]
+__all__ = ["EXPORT_LOCK", "BufferWrite", "ModuleCall", "NodeHook", "buffer_writes", "fast_recording", "tracing_patches"]
 
 EXPORT_LOCK = threading.RLock()
 """Held for the whole of every trace: the patches below are process-wide."""
@@ -582,3 +592,47 @@ def buffer_writes(on_write: BufferWrite) -> Iterator[None]:
         yield
     finally:
         handle.remove()
+
+
+ModuleCall = Callable[..., object]
+"""``call(module, call_impl, args, kwargs)``: runs ``call_impl(module, *args, **kwargs)``."""
+
+
+@contextlib.contextmanager
+def fast_recording(call_module: ModuleCall, on_hop: Callable[[str], None]) -> Iterator[None]:
+    """Within the block, in the tracing thread, what make_fx's ``Tracer.trace`` changes for
+    its trace, for the recorder that stands in for it: every ``nn.Module.__call__`` goes
+    through ``call_module`` (which keeps the module stack), ``on_hop(name)`` sees each
+    higher-order op before it runs or has its body compiled (it may raise), torch.fx's "fx
+    tracing" flag is set and the autocast cache is off (each autocast cast is recorded
+    where it happens)."""
+    module_call = torch.nn.Module.__call__
+    hop_call = HigherOrderOperator.__call__
+    hop_utils = hop_compile_module()
+    compile_and_call = hop_utils._hop_compile_and_call
+
+    def recorded_call(module, *args, **kwargs):
+        return call_module(module, module_call, args, kwargs)
+
+    def reported_hop(op, *args, **kwargs):
+        on_hop(op.name())
+        return hop_call(op, *args, **kwargs)
+
+    def reported_compile(fn, *args, **kwargs):
+        on_hop(getattr(fn, "__name__", "a higher-order op"))
+        return compile_and_call(fn, *args, **kwargs)
+
+    was_tracing = fx_tracing_flag(True)
+    autocast_cache = torch.is_autocast_cache_enabled()
+    torch.set_autocast_cache_enabled(False)
+    torch.nn.Module.__call__ = _in_tracing_thread(recorded_call, module_call)
+    HigherOrderOperator.__call__ = _in_tracing_thread(reported_hop, hop_call)
+    hop_utils._hop_compile_and_call = _in_tracing_thread(reported_compile, compile_and_call)
+    try:
+        yield
+    finally:
+        hop_utils._hop_compile_and_call = compile_and_call
+        HigherOrderOperator.__call__ = hop_call
+        torch.nn.Module.__call__ = module_call
+        torch.set_autocast_cache_enabled(autocast_cache)
+        fx_tracing_flag(was_tracing)

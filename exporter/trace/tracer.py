@@ -42,8 +42,6 @@ from .._torch_internals import (
     record_module_calls,
     rename_node,
     reparametrize_module,
-    traced_graph,
-    traced_node,
     tracing,
     unwrap_functional,
 )
@@ -57,6 +55,7 @@ from .draft import (
 from .explain import explain
 from .patches import buffer_writes, tracing_patches
 from .preserve import module_preserved
+from .recorder import CannotRecord, record, traced_graph, traced_node
 from .signature import constant_attribute_fqns, input_specs, output_specs
 from .stacks import on_roomy_stack
 from .state_inputs import StateInputs, collect_state
@@ -495,12 +494,42 @@ def _trace_once(
     return _Traced(gm, fake_mode, fakes, recorded)
 
 
+def _record_once(root, state_inputs: StateInputs, bound, labels, watch: _WriteWatch, *, deferred_asserts: bool) -> _Traced:
+    """The unfunctionalized static trace, recorded by ``recorder.record`` instead of make_fx."""
+    fake_mode = new_fake_mode(root, deferred_asserts=deferred_asserts)
+    fakes = fake_inputs(fake_mode, state_inputs.values, bound, None)
+    recorded = _Recorded()
+    traced, holder = _make_traced_fn(root, state_inputs, bound, labels, recorded, functionalized=False)
+    with fake_mode, tracing(TracingContext(fake_mode)):
+        gm = on_roomy_stack(record, traced, root, fakes.inputs, watch, fake_mode.shape_env)
+    return _Traced(gm, fake_mode, fakes, recorded)
+
+
+def _recorded_or_none(root, state_inputs: StateInputs, bound, labels, watch: _WriteWatch, deferred_asserts: bool) -> _Traced | None:
+    """The fast recorder's trace; None when make_fx must trace instead (the recorder refused,
+    or the model raised: make_fx's trace then reports the error as it always has).  A write
+    that needs functionalization sets ``watch.functionalized``, as the make_fx try does."""
+    try:
+        return _record_once(root, state_inputs, bound, labels, watch, deferred_asserts=deferred_asserts)
+    except _NeedsFunctionalization as why:
+        log.debug("tracing again, functionalized: %s", why)
+        watch.functionalized = True
+    except ExportError:
+        raise
+    except Exception as why:  # CannotRecord, or an error make_fx's trace will report
+        log.debug("tracing with make_fx: %s", why if isinstance(why, CannotRecord) else repr(why))
+    watch.graph = None
+    watch.written.clear()
+    return None
+
+
 def trace(
     root: torch.nn.Module,
     bound: BoundInputs,
     plan: DynamicPlan | None = None,
     *,
     always_functionalize: bool = False,
+    use_recorder: bool = True,
     draft: bool = False,
     deferred_asserts: bool = False,
     training: bool = False,
@@ -516,6 +545,10 @@ def trace(
     op functionalization would record (``_WriteWatch``); any other in-place op, out= op,
     side-effectful op or buffer reassignment aborts that trace and the model is traced
     again, functionalized.  ``always_functionalize`` skips the first try.
+
+    The first try of a static trace is recorded by ``recorder.record``, which records what
+    make_fx records at a fraction of its cost, and hands anything it does not handle to
+    make_fx; ``use_recorder=False`` traces with make_fx only (the tests hold the two equal).
 
     ``draft``: fake tensors carry real values; where the trace needs a tensor's value or an
     operator has no fake kernel, the example inputs decide, and ``state.assumptions`` lists
@@ -544,7 +577,9 @@ def trace(
                     root, state_inputs, bound, labels, plan, functionalized=False, draft=draft,
                     deferred_asserts=deferred_asserts, training=True,
                 )
-            elif not always_functionalize:
+            elif use_recorder and plan is None and not (draft or always_functionalize or state_inputs.subclasses):
+                traced = _recorded_or_none(root, state_inputs, bound, labels, watch, deferred_asserts)
+            if traced is None and not watch.functionalized:
                 try:
                     traced = _trace_once(
                         root, state_inputs, bound, labels, plan, functionalized=False, draft=draft,

@@ -1,0 +1,317 @@
+"""The fast recorder: make_fx's graph for a static, unfunctionalized trace, at a fraction of
+its per-op cost.
+
+make_fx records each op through general machinery: pytree flattening of every call,
+proxy objects wrapping each node, a weak-keyed slot per tensor and per size, constant
+propagation, decomposition tables, thunks for symbolic sizes.  A static trace of a model
+that writes to no input needs little of it, and on transformer models that machinery was
+three times the cost of running the model on fake tensors.  ``Recorder`` is a dispatch
+mode above the fake mode that records the same nodes directly:
+
+* each op becomes one ``call_function`` node named as make_fx names it, created before the
+  op runs (so the node hook sees it first, as with make_fx), with ``val`` (a snapshot of
+  the fake result), ``tensor_meta``, ``nn_module_stack`` and ``stack_trace``; an op with
+  several results gets make_fx's ``getitem`` nodes;
+* a composite op that reaches the recorder is expanded as make_fx expands it (kept-whole
+  composites report no expansion and are recorded whole);
+* a plain tensor held by the model (not a parameter or buffer) becomes a
+  ``_tensor_constant`` attribute read by a ``get_attr`` node, as make_fx makes it;
+* the module stack is kept from ``nn.Module.__call__`` exactly as make_fx's module-stack
+  tracer keeps it (``path@N`` for the N-th repeated call).
+
+Whatever it does not handle the way make_fx would, it refuses with ``CannotRecord``
+before or while tracing, and the tracer traces with make_fx instead: symbolic sizes,
+ops that read a tensor's value (``.item()``; make_fx answers some from constants),
+higher-order ops, tensor subclasses, fake tensors from outside the trace, and modules
+reachable under two names (make_fx records the name used).  A refusal the model's own
+code catches is still a refusal: it is remembered and re-raised when forward returns.
+``tests/exporter/trace/test_recorder.py`` holds both tracers to the same programs.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import operator
+import sys
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+
+from .._torch_internals import (
+    COMPOSITE_KEY,
+    FakeTensor,
+    OpOverload,
+    autograd_would_have_expanded,
+    fake_value_of,
+    graph_module_of,
+    has_composite_kernel,
+    is_compiled_module,
+    needs_exact_strides,
+    node_name_for,
+    snapshot_fake,
+    tensor_meta,
+    traced_graph as make_fx_graph,
+    traced_node as make_fx_node,
+)
+from .patches import NodeHook, fast_recording
+from .stacks import user_stack_trace
+
+__all__ = ["CannotRecord", "Recorder", "record", "traced_graph", "traced_node"]
+
+_DEVICE = torch.ops.prim.device.default
+_LIFT_FRESH = torch.ops.aten.lift_fresh.default
+_LIFT_FRESH_COPY = torch.ops.aten.lift_fresh_copy.default
+_IS_NONZERO = torch.ops.aten.is_nonzero.default
+_DATA_DEPENDENT = torch.Tag.data_dependent_output
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+class CannotRecord(Exception):
+    """Internal: the recorder met something only make_fx records; trace with make_fx."""
+
+
+class Recorder(torch.utils._python_dispatch.TorchDispatchMode):
+    """A dispatch mode that records every ATen op into ``graph`` (see module doc)."""
+
+    def __init__(self, root: torch.nn.Module, on_node: NodeHook | None, shape_env: Any = None) -> None:
+        super().__init__()
+        self.shape_env = shape_env
+        self.graph = torch.fx.Graph()
+        self.constants = torch.nn.Module()
+        """The graph module's root: holds the ``_tensor_constant`` attributes."""
+        self.on_node = on_node
+        self.refused: str | None = None
+        # id(tensor) -> (weak reference to the tensor, node): the node holding each tensor's
+        # current value.  Weak as make_fx's table is: a factory op's result that something
+        # else still references is detached when it returns to Python (an extra node).  An
+        # entry counts only while its tensor is alive (a dead tensor's id may be reused).
+        self._nodes: dict[int, tuple[weakref.ref, torch.fx.Node]] = {}
+        self._constants: dict[int, str] = {}
+        self._expands: dict[OpOverload, bool] = {}
+        self._exact: dict[Any, bool] = {}
+        # An OrderedDict, as torch.fx's tracer keeps it: an empty stack is recorded as it is.
+        self.module_stack: collections.OrderedDict[str, tuple[str, str]] = collections.OrderedDict()
+        self._calls: dict[str, int] = {}
+        self._paths: dict[int, tuple[str, str]] = {}
+        seen: set[int] = set()
+        for name, module in root.named_modules(remove_duplicate=False):
+            if id(module) in seen:
+                raise CannotRecord(f"module {name!r} is reachable under two names")
+            seen.add(id(module))
+            cls = type(module)
+            self._paths[id(module)] = (name, f"{cls.__module__}.{cls.__qualname__}")
+
+    # -- refusing ------------------------------------------------------------------------
+
+    def refuse(self, why: str) -> CannotRecord:
+        if self.refused is None:
+            self.refused = why
+        return CannotRecord(self.refused)
+
+    def on_hop(self, name: str) -> None:
+        raise self.refuse(f"higher-order op {name}")
+
+    # -- nodes ---------------------------------------------------------------------------
+
+    def _node(self, op: str, target: Any, args: tuple, kwargs: dict, name: str | None = None) -> torch.fx.Node:
+        node = self.graph.create_node(op, target, args, kwargs, name)
+        if op != "placeholder" and op != "output":
+            node.meta["nn_module_stack"] = self.module_stack.copy()
+            trace = user_stack_trace(sys._getframe(1))
+            if trace:
+                node.stack_trace = trace
+            if op == "call_function" and self._exact_strides(target):
+                node.meta["eager_input_vals"] = torch.fx.node.map_aggregate((args, kwargs), _input_val)
+        if self.on_node is not None:
+            self.on_node(node)
+        return node
+
+    def _exact_strides(self, target: Any) -> bool:
+        exact = self._exact.get(target)
+        if exact is None:
+            exact = self._exact[target] = isinstance(target, OpOverload) and needs_exact_strides(target)
+        return exact
+
+    def placeholder(self, index: int, value: Any) -> torch.fx.Node:
+        name = f"arg{index}_1"
+        node = self._node("placeholder", name, (), {}, name)
+        if isinstance(value, torch.Tensor):
+            if type(value) is not FakeTensor:
+                raise self.refuse(f"input {index} is a {type(value).__name__}")
+            node.meta["val"] = snapshot_fake(value, include_real=True)
+            node.meta["tensor_meta"] = tensor_meta(value)
+            self._nodes[id(value)] = (weakref.ref(value), node)
+        elif isinstance(value, _SYMBOLIC):
+            raise self.refuse("a symbolic input")
+        return node
+
+    def output(self, values: Sequence[Any]) -> None:
+        self._node("output", "output", (tuple(self._arg(v) for v in values),), {})
+
+    def _arg(self, value: Any) -> Any:
+        """``value`` as a node argument: tensors become their nodes."""
+        if isinstance(value, torch.Tensor):
+            entry = self._nodes.get(id(value))
+            if entry is not None and entry[0]() is value:
+                return entry[1]
+            if type(value) is torch.Tensor:
+                return self._constant(value)
+            raise self.refuse(f"a {type(value).__name__} the trace did not produce")
+        if isinstance(value, (list, tuple)):
+            return type(value)(self._arg(v) for v in value)
+        if isinstance(value, _SYMBOLIC):
+            raise self.refuse("a symbolic size")
+        return value
+
+    def _constant(self, value: torch.Tensor) -> torch.fx.Node:
+        name = self._constants.get(id(value))
+        if name is None:
+            i = 0
+            while hasattr(self.constants, f"_tensor_constant{i}"):
+                i += 1
+            name = f"_tensor_constant{i}"
+            setattr(self.constants, name, value)  # which keeps it alive: its id stays its own
+            self._constants[id(value)] = name
+        node = self._node("get_attr", name, (), {})
+        node.meta["val"] = fake_value_of(value)
+        return node
+
+    def _track(self, out: Any, node: torch.fx.Node) -> None:
+        if isinstance(out, torch.Tensor):
+            node.meta["val"] = snapshot_fake(out)
+            node.meta["tensor_meta"] = tensor_meta(out)
+            self._nodes[id(out)] = (weakref.ref(out), node)
+        elif isinstance(out, (tuple, list)):
+            node.meta["val"] = type(out)(snapshot_fake(o) if isinstance(o, torch.Tensor) else o for o in out)
+            for i, item in enumerate(out):
+                item_node = self._node("call_function", operator.getitem, (node, i), {}, "getitem")
+                if isinstance(item, torch.Tensor):
+                    item_node.meta["val"] = snapshot_fake(item)
+                    item_node.meta["tensor_meta"] = tensor_meta(item)
+                    self._nodes[id(item)] = (weakref.ref(item), item_node)
+                elif item is not None:
+                    raise self.refuse("an op returning a list of non-tensors")
+        elif out is not None:
+            raise self.refuse(f"an op returning a {type(out).__name__}")
+
+    # -- the mode ------------------------------------------------------------------------
+
+    def __torch_dispatch__(self, func, types, args, kwargs=None):
+        kwargs = kwargs or {}
+        if func is _DEVICE:
+            return func(*args, **kwargs)
+        if self.refused is not None:
+            raise CannotRecord(self.refused)
+        flat = []
+        for a in (*args, *kwargs.values()):
+            if isinstance(a, (list, tuple)):
+                flat.extend(a)
+            else:
+                flat.append(a)
+        expands = self._expands.get(func)
+        if expands is None:
+            expands = self._expands[func] = COMPOSITE_KEY in func.py_kernels or has_composite_kernel(func)
+        if expands and autograd_would_have_expanded(func, flat):
+            with self:
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        if _DATA_DEPENDENT in func.tags or func is _IS_NONZERO:
+            raise self.refuse(f"{func} reads a tensor's value")
+        if func is _LIFT_FRESH:
+            # torch.tensor(...): make_fx records a copy of the constant, which forward may
+            # then write to (its constant propagation matters to value-reading ops only)
+            func = _LIFT_FRESH_COPY
+        node_args = tuple(self._arg(a) for a in args)
+        node_kwargs = {k: self._arg(v) for k, v in kwargs.items()}
+        node = self._node(
+            "call_function", func, node_args, node_kwargs, node_name_for(self.graph, func.overloadpacket.__name__)
+        )
+        out = func(*args, **kwargs)
+        if self.shape_env is not None and self.shape_env.pending_fresh_unbacked_symbols:
+            raise self.refuse(f"{func} made a data-dependent size")
+        self._track(out, node)
+        return out
+
+    # -- module calls ----------------------------------------------------------------------
+
+    def call_module(self, module: torch.nn.Module, call: Callable, args: tuple, kwargs: dict) -> Any:
+        path = self._paths.get(id(module))
+        if path is None or is_compiled_module(module):
+            return call(module, *args, **kwargs)
+        name, cls = path
+        n = self._calls.get(name, 0)
+        key = f"{name}@{n}" if n else name
+        self._calls[name] = n + 1
+        self.module_stack[key] = (name, cls)
+        try:
+            return call(module, *args, **kwargs)
+        finally:
+            self.module_stack.pop(key, None)
+
+
+def _input_val(arg: Any) -> Any:
+    """An argument's entry in ``eager_input_vals``, as make_fx writes it."""
+    if not isinstance(arg, torch.fx.Node) or "val" not in arg.meta:
+        return None
+    val = arg.meta["val"]
+    if isinstance(val, torch.Tensor) and not isinstance(val, FakeTensor):
+        return None
+    return fake_value_of(val)
+
+
+_ACTIVE: list[Recorder] = []
+"""The recorder tracing now, if any (exports run one at a time, under EXPORT_LOCK)."""
+
+
+def record(
+    fn: Callable[..., Sequence[Any]],
+    root: torch.nn.Module,
+    inputs: Sequence[Any],
+    on_node: NodeHook | None,
+    shape_env: Any,
+) -> torch.fx.GraphModule:
+    """The graph of ``fn(*inputs)`` (flat inputs, flat outputs) as make_fx would record it
+    with ``root``'s module stack, or ``CannotRecord``.  Runs inside the fake mode whose
+    ShapeEnv is ``shape_env``."""
+    recorder = Recorder(root, on_node, shape_env)
+    for i, value in enumerate(inputs):
+        recorder.placeholder(i, value)
+    with _active(recorder), fast_recording(recorder.call_module, recorder.on_hop), recorder:
+        try:
+            outputs = fn(*inputs)
+        finally:
+            refused = recorder.refused
+    if refused is not None:
+        raise CannotRecord(refused)
+    recorder.output(outputs)
+    gm = graph_module_of(recorder.constants, recorder.graph)
+    gm.shape_env = shape_env
+    return gm
+
+
+@contextlib.contextmanager
+def _active(recorder: Recorder) -> Iterator[None]:
+    _ACTIVE.append(recorder)
+    try:
+        yield
+    finally:
+        _ACTIVE.pop()
+
+
+def traced_graph() -> torch.fx.Graph | None:
+    """The graph the active trace (the recorder's or make_fx's) is recording, if one is."""
+    if _ACTIVE and _ACTIVE[-1].refused is None:
+        return _ACTIVE[-1].graph
+    return make_fx_graph()
+
+
+def traced_node(value: torch.Tensor) -> torch.fx.Node | None:
+    """The node of the active trace that produced ``value`` (a fake tensor), if it saw it."""
+    if _ACTIVE:
+        entry = _ACTIVE[-1]._nodes.get(id(value))
+        return entry[1] if entry is not None and entry[0]() is value else None
+    return make_fx_node(value)

@@ -1,0 +1,233 @@
+"""The fast recorder records exactly what make_fx records, and hands make_fx what it cannot.
+
+Differential: every static model of the e2e corpus and of the parity corpus (ported from
+torch's own export tests) is traced twice, by the recorder and by make_fx alone
+(``use_recorder=False``), and the two graphs must agree on every node: name, target,
+arguments, stack trace, module stack, value and every other metadata entry.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+import torch
+
+import exporter
+from exporter.inputs import bind_inputs
+from exporter.trace import trace
+from exporter.trace.recorder import CannotRecord, traced_graph, traced_node
+from tests.e2e.cases import CASES, TRANSFORMER_CASES
+from tests.parity.run import load
+from tests.support import graph_fingerprint
+
+PARITY_STATIC = [c for c in load() if c.dynamic_shapes is None]
+
+
+def _both(model: torch.nn.Module, args, kwargs):
+    bound = bind_inputs(model, args, kwargs)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    recorded = trace(model, bound)
+    by_make_fx = trace(model, bound, use_recorder=False)
+    after = model.state_dict()
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    return recorded, by_make_fx
+
+
+@pytest.mark.parametrize("case", CASES + TRANSFORMER_CASES, ids=lambda c: c.name)
+def test_corpus_graphs_equal_make_fx(case):
+    model = case.make_model()
+    recorded, by_make_fx = _both(model, *case.make_inputs(0))
+    assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
+    assert recorded.output_specs == by_make_fx.output_specs
+    assert recorded.input_specs == by_make_fx.input_specs
+
+
+@pytest.mark.parametrize("case", PARITY_STATIC, ids=lambda c: c.name)
+def test_parity_graphs_equal_make_fx(case):
+    torch.manual_seed(0)
+    model = case.model()
+    args, kwargs = case.inputs()
+    try:
+        by_make_fx = trace(model, bind_inputs(model, args, kwargs), use_recorder=False)
+    except Exception as e:  # the case fails in make_fx too: the recorder must fail alike
+        with pytest.raises(type(e)):
+            trace(model, bind_inputs(model, args, kwargs))
+        return
+    recorded = trace(model, bind_inputs(model, args, kwargs))
+    assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
+
+
+# -- what the recorder hands to make_fx ------------------------------------------------------
+
+
+@pytest.fixture
+def why_make_fx():
+    """The reasons logged when a trace went to make_fx."""
+    reasons: list[str] = []
+
+    class Handler(logging.Handler):
+        def emit(self, record):
+            message = record.getMessage()
+            if message.startswith("tracing with make_fx"):
+                reasons.append(message)
+
+    logger = logging.getLogger("exporter.trace.tracer")
+    handler, level = Handler(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    yield reasons
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+class ReadsValueButCatches(torch.nn.Module):
+    """Catches the exception an `.item()` raises while tracing and carries on."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        try:
+            scale = float(x.sum().item() > 1e9)
+        except Exception:
+            scale = 0.0
+        return self.lin(x) + scale
+
+
+class Shared(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = torch.nn.Linear(3, 3)
+        self.dec = self.enc
+
+    def forward(self, x):
+        return self.dec(self.enc(x))
+
+
+class MadeInForward(torch.nn.Module):
+    """A module created in forward is not on the module stack (make_fx: not a submodule)."""
+
+    def forward(self, x):
+        return torch.nn.ReLU()(x) + torch.nn.Identity()(x)
+
+
+class Cond(torch.nn.Module):
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda y: y + 1, lambda y: y - 1, (x,))
+
+
+@pytest.mark.parametrize(
+    ("model", "reason"),
+    [
+        (ReadsValueButCatches(), "reads a tensor's value"),
+        (Shared(), "reachable under two names"),
+        (Cond(), "higher-order op"),
+    ],
+    ids=["caught-refusal", "shared-module", "cond"],
+)
+def test_refusals_go_to_make_fx_with_the_same_graph(model, reason, why_make_fx):
+    x = torch.randn(2, 3)
+    recorded, by_make_fx = _both(model, (x,), None)
+    assert any(reason in r for r in why_make_fx), why_make_fx
+    assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
+
+
+def test_module_made_in_forward_is_recorded_off_the_stack(why_make_fx):
+    recorded, by_make_fx = _both(MadeInForward(), (torch.randn(2, 3),), None)
+    assert not why_make_fx
+    assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
+    stacks = [n.meta["nn_module_stack"] for n in recorded.gm.graph.nodes if n.op == "call_function"]
+    assert stacks and all(list(stack) == [""] for stack in stacks)
+
+
+class Repeats(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh())
+
+    def forward(self, x):
+        return self.block(self.block(self.block(x)))
+
+
+def test_repeated_calls_are_numbered_as_make_fx_numbers_them(why_make_fx):
+    recorded, by_make_fx = _both(Repeats(), (torch.randn(2, 3),), None)
+    assert not why_make_fx
+    assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
+    keys = {k for n in recorded.gm.graph.nodes for k in n.meta.get("nn_module_stack", {})}
+    assert {"block", "block@1", "block@2", "block.0@2", "block.1@1"} <= keys
+
+
+class FailsOnFakeTensors(torch.nn.Module):
+    """Runs eagerly, but reads a tensor's value to pick a shape."""
+
+    def forward(self, x):
+        return x.view(int(x.abs().sum().item() > -1), -1)
+
+
+@pytest.mark.parametrize("model", [FailsOnFakeTensors(), Repeats()], ids=["fails-on-fakes", "wrong-inputs"])
+def test_a_model_error_is_reported_as_make_fx_reports_it(model):
+    """A model that raises is traced again by make_fx: its report is the one users know."""
+    bound = bind_inputs(model, (torch.randn(2, 4),), None)
+    with pytest.raises(Exception) as recorded:
+        trace(model, bound)
+    with pytest.raises(Exception) as by_make_fx:
+        trace(model, bound, use_recorder=False)
+    assert type(recorded.value) is type(by_make_fx.value)
+    assert str(recorded.value) == str(by_make_fx.value)
+    assert isinstance(recorded.value, exporter.ExportError)
+
+
+def test_global_state_is_restored_after_recording_and_after_a_refusal():
+    from torch.fx._symbolic_trace import is_fx_tracing
+    from torch._ops import HigherOrderOperator
+
+    saved = (torch.nn.Module.__call__, HigherOrderOperator.__call__, is_fx_tracing(), torch.is_autocast_cache_enabled())
+    for model in (Repeats(), ReadsValueButCatches(), Cond()):
+        exporter.export(model, (torch.randn(2, 3),))
+        assert (torch.nn.Module.__call__, HigherOrderOperator.__call__, is_fx_tracing(), torch.is_autocast_cache_enabled()) == saved
+
+
+def test_traced_node_and_graph_see_the_recording():
+    seen = {}
+
+    class Looks(torch.nn.Module):
+        def forward(self, x):
+            y = x + 1
+            seen["graph"] = traced_graph()
+            seen["node"] = traced_node(y)
+            return y * 2
+
+    state = trace(Looks(), bind_inputs(Looks(), (torch.randn(2),), None))
+    assert seen["graph"] is state.gm.graph
+    assert seen["node"].target is torch.ops.aten.add.Tensor
+    assert traced_graph() is None
+
+
+def test_other_threads_calling_modules_do_not_enter_the_module_stack():
+    """An eager model run in another thread mid-trace stays off the recorded module stack."""
+    other = Repeats()
+    done = threading.Event()
+    results = []
+
+    class Waits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            worker = threading.Thread(target=lambda: (results.append(other(torch.randn(1, 3))), done.set()))
+            worker.start()
+            done.wait(30)
+            return self.lin(x)
+
+    state = trace(Waits(), bind_inputs(Waits(), (torch.randn(2, 3),), None))
+    assert results and results[0].shape == (1, 3)
+    keys = {k for n in state.gm.graph.nodes for k in n.meta.get("nn_module_stack", {})}
+    assert keys == {"", "lin"}
+
+
+def test_cannot_record_is_internal():
+    assert not issubclass(CannotRecord, exporter.ExportError)
