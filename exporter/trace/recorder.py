@@ -67,6 +67,7 @@ _LIFT_FRESH_COPY = torch.ops.aten.lift_fresh_copy.default
 _IS_NONZERO = torch.ops.aten.is_nonzero.default
 _DATA_DEPENDENT = torch.Tag.data_dependent_output
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+_QUANTIZED = frozenset({torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4})
 
 
 class CannotRecord(Exception):
@@ -90,10 +91,15 @@ class Recorder(torch.utils._python_dispatch.TorchDispatchMode):
         # entry counts only while its tensor is alive (a dead tensor's id may be reused).
         self._nodes: dict[int, tuple[weakref.ref, torch.fx.Node]] = {}
         self._constants: dict[int, str] = {}
-        self._expands: dict[OpOverload, bool] = {}
-        self._exact: dict[Any, bool] = {}
-        # An OrderedDict, as torch.fx's tracer keeps it: an empty stack is recorded as it is.
-        self.module_stack: collections.OrderedDict[str, tuple[str, str]] = collections.OrderedDict()
+        # op -> (expanded when it reaches the recorder?, reads a value?, node name, records
+        # eager_input_vals?), worked out once per op and trace
+        self._ops: dict[OpOverload, tuple[bool, bool, str, bool]] = {}
+        self._tensor_metas: dict[tuple, Any] = {}
+        self.module_stack: dict[str, tuple[str, str]] = {}
+        # What nodes record: one dict shared by the nodes made while the stack stays as it is
+        # (the passes replace each node's, never edit it), an empty OrderedDict as torch.fx's
+        # tracer records an empty stack.
+        self._stack_meta: dict[str, tuple[str, str]] | None = None
         self._calls: dict[str, int] = {}
         self._paths: dict[int, tuple[str, str]] = {}
         seen: set[int] = set()
@@ -116,24 +122,44 @@ class Recorder(torch.utils._python_dispatch.TorchDispatchMode):
 
     # -- nodes ---------------------------------------------------------------------------
 
-    def _node(self, op: str, target: Any, args: tuple, kwargs: dict, name: str | None = None) -> torch.fx.Node:
+    def _node(
+        self, op: str, target: Any, args: tuple, kwargs: dict, name: str | None = None, exact_strides: bool = False
+    ) -> torch.fx.Node:
         node = self.graph.create_node(op, target, args, kwargs, name)
         if op != "placeholder" and op != "output":
-            node.meta["nn_module_stack"] = self.module_stack.copy()
+            stack = self._stack_meta
+            if stack is None:
+                stack = self._stack_meta = dict(self.module_stack) if self.module_stack else collections.OrderedDict()
+            node.meta["nn_module_stack"] = stack
             trace = user_stack_trace(sys._getframe(1))
             if trace:
                 node.stack_trace = trace
-            if op == "call_function" and self._exact_strides(target):
+            if exact_strides:
                 node.meta["eager_input_vals"] = torch.fx.node.map_aggregate((args, kwargs), _input_val)
         if self.on_node is not None:
             self.on_node(node)
         return node
 
-    def _exact_strides(self, target: Any) -> bool:
-        exact = self._exact.get(target)
-        if exact is None:
-            exact = self._exact[target] = isinstance(target, OpOverload) and needs_exact_strides(target)
-        return exact
+    def _op(self, func: OpOverload) -> tuple[bool, bool, str, bool]:
+        info = self._ops[func] = (
+            COMPOSITE_KEY in func.py_kernels or has_composite_kernel(func),
+            _DATA_DEPENDENT in func.tags or func is _IS_NONZERO,
+            node_name_for(self.graph, func.overloadpacket.__name__),
+            needs_exact_strides(func),
+        )
+        return info
+
+    def _tensor_meta(self, value: torch.Tensor) -> Any:
+        """make_fx's ``tensor_meta``, shared by values of one size, stride, dtype and
+        requires_grad (it is a tuple of those and what follows from them)."""
+        dtype = value.dtype
+        if value.layout is not torch.strided or dtype in _QUANTIZED:
+            return tensor_meta(value)
+        key = (value.shape, value.stride(), dtype, value.requires_grad)
+        meta = self._tensor_metas.get(key)
+        if meta is None:
+            meta = self._tensor_metas[key] = tensor_meta(value)
+        return meta
 
     def placeholder(self, index: int, value: Any) -> torch.fx.Node:
         name = f"arg{index}_1"
@@ -142,7 +168,7 @@ class Recorder(torch.utils._python_dispatch.TorchDispatchMode):
             if type(value) is not FakeTensor:
                 raise self.refuse(f"input {index} is a {type(value).__name__}")
             node.meta["val"] = snapshot_fake(value, include_real=True)
-            node.meta["tensor_meta"] = tensor_meta(value)
+            node.meta["tensor_meta"] = self._tensor_meta(value)
             self._nodes[id(value)] = (weakref.ref(value), node)
         elif isinstance(value, _SYMBOLIC):
             raise self.refuse("a symbolic input")
@@ -182,7 +208,7 @@ class Recorder(torch.utils._python_dispatch.TorchDispatchMode):
     def _track(self, out: Any, node: torch.fx.Node) -> None:
         if isinstance(out, torch.Tensor):
             node.meta["val"] = snapshot_fake(out)
-            node.meta["tensor_meta"] = tensor_meta(out)
+            node.meta["tensor_meta"] = self._tensor_meta(out)
             self._nodes[id(out)] = (weakref.ref(out), node)
         elif isinstance(out, (tuple, list)):
             node.meta["val"] = type(out)(snapshot_fake(o) if isinstance(o, torch.Tensor) else o for o in out)
@@ -190,7 +216,7 @@ class Recorder(torch.utils._python_dispatch.TorchDispatchMode):
                 item_node = self._node("call_function", operator.getitem, (node, i), {}, "getitem")
                 if isinstance(item, torch.Tensor):
                     item_node.meta["val"] = snapshot_fake(item)
-                    item_node.meta["tensor_meta"] = tensor_meta(item)
+                    item_node.meta["tensor_meta"] = self._tensor_meta(item)
                     self._nodes[id(item)] = (weakref.ref(item), item_node)
                 elif item is not None:
                     raise self.refuse("an op returning a list of non-tensors")
@@ -205,31 +231,29 @@ class Recorder(torch.utils._python_dispatch.TorchDispatchMode):
             return func(*args, **kwargs)
         if self.refused is not None:
             raise CannotRecord(self.refused)
-        flat = []
-        for a in (*args, *kwargs.values()):
-            if isinstance(a, (list, tuple)):
-                flat.extend(a)
-            else:
-                flat.append(a)
-        expands = self._expands.get(func)
-        if expands is None:
-            expands = self._expands[func] = COMPOSITE_KEY in func.py_kernels or has_composite_kernel(func)
-        if expands and autograd_would_have_expanded(func, flat):
-            with self:
-                out = func.decompose(*args, **kwargs)
-            if out is not NotImplemented:
-                return out
-        if _DATA_DEPENDENT in func.tags or func is _IS_NONZERO:
+        expands, reads_value, name, exact_strides = self._ops.get(func) or self._op(func)
+        if expands:
+            flat = []
+            for a in (*args, *kwargs.values()):
+                if isinstance(a, (list, tuple)):
+                    flat.extend(a)
+                else:
+                    flat.append(a)
+            if autograd_would_have_expanded(func, flat):
+                with self:
+                    out = func.decompose(*args, **kwargs)
+                if out is not NotImplemented:
+                    return out
+        if reads_value:
             raise self.refuse(f"{func} reads a tensor's value")
         if func is _LIFT_FRESH:
             # torch.tensor(...): make_fx records a copy of the constant, which forward may
             # then write to (its constant propagation matters to value-reading ops only)
             func = _LIFT_FRESH_COPY
+            name = node_name_for(self.graph, func.overloadpacket.__name__)
         node_args = tuple(self._arg(a) for a in args)
         node_kwargs = {k: self._arg(v) for k, v in kwargs.items()}
-        node = self._node(
-            "call_function", func, node_args, node_kwargs, node_name_for(self.graph, func.overloadpacket.__name__)
-        )
+        node = self._node("call_function", func, node_args, node_kwargs, name, exact_strides)
         out = func(*args, **kwargs)
         if self.shape_env is not None and self.shape_env.pending_fresh_unbacked_symbols:
             raise self.refuse(f"{func} made a data-dependent size")
@@ -247,10 +271,12 @@ class Recorder(torch.utils._python_dispatch.TorchDispatchMode):
         key = f"{name}@{n}" if n else name
         self._calls[name] = n + 1
         self.module_stack[key] = (name, cls)
+        self._stack_meta = None
         try:
             return call(module, *args, **kwargs)
         finally:
             self.module_stack.pop(key, None)
+            self._stack_meta = None
 
 
 def _input_val(arg: Any) -> Any:

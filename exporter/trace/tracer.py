@@ -465,6 +465,8 @@ class _Traced:
     fake_mode: FakeTensorMode
     fakes: FakeInputs
     recorded: _Recorded
+    root_relative: bool = False
+    """Module stacks are already relative to the user's module (the recorder's are)."""
 
 
 def _trace_once(
@@ -502,7 +504,7 @@ def _record_once(root, state_inputs: StateInputs, bound, labels, watch: _WriteWa
     traced, holder = _make_traced_fn(root, state_inputs, bound, labels, recorded, functionalized=False)
     with fake_mode, tracing(TracingContext(fake_mode)):
         gm = on_roomy_stack(record, traced, root, fakes.inputs, watch, fake_mode.shape_env)
-    return _Traced(gm, fake_mode, fakes, recorded)
+    return _Traced(gm, fake_mode, fakes, recorded, root_relative=True)
 
 
 def _recorded_or_none(root, state_inputs: StateInputs, bound, labels, watch: _WriteWatch, deferred_asserts: bool) -> _Traced | None:
@@ -599,7 +601,8 @@ def trace(
         raise explain(e) from e
 
     gm, fake_mode, recorded = traced.gm, traced.fake_mode, traced.recorded
-    _root_relative_module_stacks(gm)
+    if not traced.root_relative:
+        _root_relative_module_stacks(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     _write_back_buffers(gm, placeholders, recorded.buffer_writes)
     for node, value in zip(placeholders, traced.fakes.inputs):
