@@ -54,7 +54,7 @@ from torch.fx.experimental.symbolic_shapes import (
 )
 from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 from torch.nn.utils.stateless import _reparametrize_module as reparametrize_module
-from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._sympy.functions import Max as SizeMax, Min as SizeMin
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
@@ -92,6 +92,7 @@ __all__ = [
     "StatelessSymbolicContext",
     "StrictMinMaxConstraint",
     "SymIntSymbolicContext",
+    "TorchDispatchMode",
     "TracingContext",
     "UnsupportedOperatorException",
     "ValueRanges",
@@ -359,8 +360,8 @@ def graph_module_of(root: torch.nn.Module, graph: torch.fx.Graph) -> torch.fx.Gr
 
 
 def node_name_for(graph: torch.fx.Graph, name: str) -> str:
-    """The name make_fx gives a node calling an op named ``name`` (``max`` becomes ``max_1``:
-    a builtin's name is avoided); the graph adds ``_N`` suffixes for repeats."""
+    """The name make_fx asks for a node calling an op named ``name`` (``__and__`` becomes
+    ``and``, ``addMM`` ``add_mm``); the graph then avoids builtins' names (``max_1``) and numbers repeats."""
     return graph._target_to_str(name)
 
 

@@ -44,6 +44,7 @@ from .._torch_internals import (
     COMPOSITE_KEY,
     FakeTensor,
     OpOverload,
+    TorchDispatchMode,
     autograd_would_have_expanded,
     fake_value_of,
     graph_module_of,
@@ -74,7 +75,7 @@ class CannotRecord(Exception):
     """Internal: the recorder met something only make_fx records; trace with make_fx."""
 
 
-class Recorder(torch.utils._python_dispatch.TorchDispatchMode):
+class Recorder(TorchDispatchMode):
     """A dispatch mode that records every ATen op into ``graph`` (see module doc)."""
 
     def __init__(self, root: torch.nn.Module, on_node: NodeHook | None, shape_env: Any = None) -> None:

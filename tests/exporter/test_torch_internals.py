@@ -116,3 +116,27 @@ def test_training_ir_names():
     assert internals.training_dialect().dialect == "TRAINING"
     assert internals.SET_GRAD_ENABLED is torch._C._set_grad_enabled
     assert callable(internals.ENTER_AUTOCAST) and callable(internals.EXIT_AUTOCAST)
+
+
+def test_the_fast_recorders_pieces_of_make_fx():
+    graph = torch.fx.Graph()
+    assert internals.node_name_for(graph, "__and__") == "and"  # magic names lose their underscores
+    node = graph.create_node("call_function", torch.ops.aten.max.dim, (), {}, internals.node_name_for(graph, "max"))
+    assert node.name == "max_1"  # the graph avoids a builtin's name
+    mode = internals.FakeTensorMode()
+    with mode:
+        fake = torch.empty(2, 3).t()
+    snapshot = internals.snapshot_fake(fake)
+    assert snapshot is not fake and (snapshot.shape, snapshot.stride()) == (fake.shape, fake.stride())
+    meta = internals.tensor_meta(fake)
+    assert (meta.shape, meta.stride, meta.memory_format) == (torch.Size([3, 2]), (1, 3), None)
+    with internals.tracing(internals.TracingContext(mode)):
+        value = internals.fake_value_of(torch.ones(4, 5))
+    assert isinstance(value, internals.FakeTensor) and value.shape == (4, 5)
+    assert not internals.needs_exact_strides(torch.ops.aten.add.Tensor)
+    assert internals.autograd_would_have_expanded(torch.ops.aten.linear.default, [fake])
+    assert not internals.autograd_would_have_expanded(torch.ops.aten.mm.default, [fake])
+    assert internals.is_compiled_module(torch.fx.symbolic_trace(torch.nn.ReLU()))
+    assert not internals.is_compiled_module(torch.nn.ReLU())
+    before = internals.fx_tracing_flag(True)
+    assert internals.fx_tracing_flag(before) is True

@@ -500,3 +500,34 @@ def test_torch_compile_knows_builtins_after_the_first_export_of_a_process():
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.stdout.strip().splitlines()[-1:] == ["[3.0, 3.0, 3.0]"], done.stderr[-2000:]
+
+
+def test_fast_recording_routes_this_threads_module_calls_and_reports_higher_order_ops():
+    from torch._ops import HigherOrderOperator
+    from torch.fx._symbolic_trace import is_fx_tracing
+    from exporter.trace.patches import fast_recording
+
+    calls, hops, other_thread = [], [], []
+    lin = torch.nn.Linear(2, 2)
+
+    def call_module(module, call, args, kwargs):
+        calls.append(type(module).__name__)
+        return call(module, *args, **kwargs)
+
+    def on_hop(name):
+        hops.append(name)
+        raise RuntimeError("refused")
+
+    saved = (torch.nn.Module.__call__, HigherOrderOperator.__call__, is_fx_tracing(), torch.is_autocast_cache_enabled())
+    with tracing_patches(), fast_recording(call_module, on_hop):
+        assert is_fx_tracing() and not torch.is_autocast_cache_enabled()
+        lin(torch.randn(1, 2))
+        worker = threading.Thread(target=lambda: other_thread.append(lin(torch.randn(1, 2)).shape))
+        worker.start()
+        worker.join()
+        with pytest.raises(RuntimeError, match="refused"):
+            torch.cond(torch.tensor(True), lambda x: x + 1, lambda x: x - 1, (torch.randn(2),))
+    assert calls == ["Linear"]  # the other thread's call went straight to the module
+    assert other_thread == [torch.Size([1, 2])]
+    assert hops and "cond" in hops[0]
+    assert (torch.nn.Module.__call__, HigherOrderOperator.__call__, is_fx_tracing(), torch.is_autocast_cache_enabled()) == saved
