@@ -527,16 +527,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="write every model's outcome and the summary as JSON")
     parser.add_argument("--logs", type=Path, help="keep each model type's stdout/stderr in this folder")
     args = parser.parse_args(argv)
-    unknown = set(args.only or []) - set(zoo_models.model_types())
-    if unknown:
-        parser.error(f"unknown model types: {', '.join(sorted(unknown))}")
+    zoo.check_model_types(parser, args)
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    types = list(zoo.FAST) if args.fast else args.only or zoo_models.model_types()
-    types = [t for t in types if t not in set(args.exclude)]
+    types = zoo.selected_types(args)
     settings = zoo.Settings(
         tools=TOOLS,
         timeout=args.timeout,

@@ -580,16 +580,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not isinstance(args.exporter_kwargs, dict):
         parser.error("--exporter-kwargs must be a JSON object")
+    check_model_types(parser, args)
+    return args
+
+
+def check_model_types(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Stop with a usage error when ``--only`` names a model type the zoo does not have."""
     unknown = set(args.only or []) - set(zoo_models.model_types())
     if unknown:
         parser.error(f"unknown model types: {', '.join(sorted(unknown))}")
-    return args
+
+
+def selected_types(args: argparse.Namespace) -> list[str]:
+    """The model types ``--fast``/``--only``/``--exclude`` ask for, in order."""
+    types = list(FAST) if args.fast else args.only or zoo_models.model_types()
+    return [t for t in types if t not in set(args.exclude)]
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    types = list(FAST) if args.fast else args.only or zoo_models.model_types()
-    types = [t for t in types if t not in set(args.exclude)]
+    types = selected_types(args)
     settings = Settings(
         tools=TOOLS if args.tool == "both" else (args.tool,),
         timeout=args.timeout,
