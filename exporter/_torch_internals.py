@@ -10,6 +10,7 @@ module or reads an underscored torch attribute; a torch upgrade starts here.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import os
@@ -96,6 +97,7 @@ __all__ = [
     "TracingContext",
     "UnsupportedOperatorException",
     "ValueRanges",
+    "autograd_visible",
     "below_autograd",
     "call_at_key",
     "clear_dispatch_cache",
@@ -247,6 +249,18 @@ def composite_registrations() -> tuple[str, ...]:
 
 def has_composite_kernel(op: OpOverload) -> bool:
     return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), COMPOSITE_KEY)
+
+
+@contextlib.contextmanager
+def autograd_visible() -> Any:
+    """Within the block, ops run through autograd again (grad mode on), as they do above it,
+    though the block sits below autograd (inside a kernel or a fake-tensor rule)."""
+    C = torch._C
+    included = C._dispatch_tls_local_include_set()
+    excluded = C._dispatch_tls_local_exclude_set()
+    excluded = excluded - C.DispatchKeySet(C.DispatchKey.AutogradFunctionality) - C.DispatchKeySet(C.DispatchKey.ADInplaceOrView)
+    with C._ForceDispatchKeyGuard(included, excluded), torch.enable_grad():
+        yield
 
 
 def call_at_key(op: OpOverload, key: DispatchKey):

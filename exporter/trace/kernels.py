@@ -31,9 +31,11 @@ import functools
 from collections.abc import Callable
 
 import torch
+import torch.utils._pytree as pytree
 
 from .._torch_internals import (
     COMPOSITE_KEY,
+    autograd_visible,
     DispatchKey,
     FunctionalTensor,
     GuardOnDataDependentSymNode,
@@ -169,13 +171,23 @@ those comparisons as runtime checks when a size is data-dependent."""
 def _fake_rule(op: OpOverload, original, active: Active):
     precheck = _UNBACKED_PRECHECKS.get(op)
 
+    def expand(*args, **kwargs):
+        # Autograd-visible, as the composite expands when torch.export traces it: its parts
+        # then see the weights requiring grad.  matmul's decomposition reads strides only
+        # when they do not (``should_fold``), which on a dynamic size records a guard the
+        # user never asked for (tests/fuzz/findings/002).  The results are detached: below
+        # autograd a value carries no autograd history.
+        with autograd_visible():
+            out = original(*args, **kwargs)
+        return pytree.tree_map_only(torch.Tensor, lambda t: t.detach() if t.requires_grad else t, out)
+
     def compute(*args, **kwargs):
         try:
-            return original(*args, **kwargs)
+            return expand(*args, **kwargs)
         except GuardOnDataDependentSymNode:
             if precheck is None or not precheck(*args, **kwargs):
                 raise
-            return original(*args, **kwargs)
+            return expand(*args, **kwargs)
 
     def rule(fake_mode, func, *args, **kwargs):
         if not active():

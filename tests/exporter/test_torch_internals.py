@@ -140,3 +140,15 @@ def test_the_fast_recorders_pieces_of_make_fx():
     assert not internals.is_compiled_module(torch.nn.ReLU())
     before = internals.fx_tracing_flag(True)
     assert internals.fx_tracing_flag(before) is True
+
+
+def test_autograd_visible_undoes_below_autograd_for_its_block():
+    w = torch.randn(2, 2, requires_grad=True)
+    with internals.below_autograd():
+        assert (w * 2).grad_fn is None
+        with internals.autograd_visible():
+            assert (w * 2).grad_fn is not None
+        assert (w * 2).grad_fn is None
+    with torch.no_grad(), internals.autograd_visible():
+        assert torch.is_grad_enabled()
+    assert torch.is_grad_enabled()

@@ -157,3 +157,25 @@ def test_a_mask_with_data_dependent_length_becomes_a_runtime_check():
         ep.module()(*wrong)
     with pytest.raises(RuntimeError):
         model(*wrong)
+
+
+def test_kept_whole_composites_expand_autograd_visible_and_return_no_history():
+    """A linear over an expanded dynamic slice exports (fuzz finding 002): its fake value is
+    computed as torch.export computes it, and the value below autograd has no grad_fn."""
+
+    class Lin(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(5, 5)
+
+        def forward(self, x):
+            return self.lin(x[:, :, :1].expand(-1, -1, 5, -1))
+
+    model = Lin()
+    x = torch.randn(3, 3, 4, 5)
+    ep = exporter.export(model, (x,), dynamic_shapes={"x": {2: torch.export.Dim("s", min=2)}})
+    linear = next(n for n in ep.graph.nodes if n.target is torch.ops.aten.linear.default)
+    assert linear.meta["val"].grad_fn is None and not linear.meta["val"].requires_grad
+    for size in (2, 5, 9):  # 5: the size the guard used to exclude
+        y = torch.randn(3, 3, size, 5)
+        torch.testing.assert_close(ep.module()(y), model(y))

@@ -1,18 +1,15 @@
-"""exporter's default IR refuses a linear over an expanded slice of a dynamic input (a guard
-``15*s2 != 75``) that torch.export exports; ir="training" exports it as torch does.
+"""exporter's default IR refused a linear over an expanded slice of a dynamic input (a guard
+``15*s2 != 75``) that torch.export exports; ir="training" exported it as torch does.
 
 Found by the long fuzz run (seed 3781, shrunk). The linear's fake value is computed by its
 CompositeImplicit decomposition (linear -> matmul), whose ``should_fold`` returns early when
 the weight requires grad and otherwise compares the input's strides with a contiguous
 layout's, ``guard_or_false(15*s2 == 75)``: on a backed size that records the guard
-``s2 != 5``, which the Dim (min 2) does not declare. torch.export traces autograd-visible,
-so the transposed weight requires grad and no stride is compared. exporter's default IR
-computes kept-whole composites below autograd (no autograd graph for fake values, a share of
-its speed), where the transposed weight does not require grad. The training IR is traced
-autograd-visible (tests/e2e/test_training_ir.py has this model). Not fixed: computing the
-composites' fake values with autograd on would cost every export for a guard only
-layout-dependent decompositions record.
+``s2 != 5``, which the Dim (min 2) does not declare. torch.export expands composites
+autograd-visible, so the transposed weight requires grad and no stride is compared.
+Fixed: kept-whole composites now expand autograd-visible too (kernels.py, ``_fake_rule``).
 """
+FIXED = "exporter/trace/kernels.py expands kept-whole composites autograd-visible, as torch.export does"
 import torch
 from torch import nn
 from torch.export import Dim
