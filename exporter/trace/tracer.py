@@ -480,7 +480,10 @@ def _trace_once(
     draft: bool,
     deferred_asserts: bool,
     training: bool = False,
+    recorder_hook: _WriteWatch | None = None,
 ) -> _Traced:
+    """One trace with make_fx, or with the fast recorder (``recorder.record``) when given the
+    node hook it calls (make_fx's nodes reach the hook through the patches)."""
     fake_mode = new_fake_mode(root, deferred_asserts=deferred_asserts, dynamic=plan is not None)
     if draft:
         record_assumption_sites(fake_mode.shape_env)
@@ -492,19 +495,11 @@ def _trace_once(
     # The tracing context hands our fake mode to anything that compiles a region
     # internally (torch.cond runs its branches through torch.compile).
     with fake_mode, tracing(TracingContext(fake_mode)):
-        gm = on_roomy_stack(functools.partial(record_module_calls, pre_dispatch=training), traced, holder, {}, fakes.inputs)
-    return _Traced(gm, fake_mode, fakes, recorded)
-
-
-def _record_once(root, state_inputs: StateInputs, bound, labels, watch: _WriteWatch, *, deferred_asserts: bool) -> _Traced:
-    """The unfunctionalized static trace, recorded by ``recorder.record`` instead of make_fx."""
-    fake_mode = new_fake_mode(root, deferred_asserts=deferred_asserts)
-    fakes = fake_inputs(fake_mode, state_inputs.values, bound, None)
-    recorded = _Recorded()
-    traced, holder = _make_traced_fn(root, state_inputs, bound, labels, recorded, functionalized=False)
-    with fake_mode, tracing(TracingContext(fake_mode)):
-        gm = on_roomy_stack(record, traced, root, fakes.inputs, watch, fake_mode.shape_env)
-    return _Traced(gm, fake_mode, fakes, recorded, root_relative=True)
+        if recorder_hook is not None:
+            gm = on_roomy_stack(record, traced, root, fakes.inputs, recorder_hook, fake_mode.shape_env)
+        else:
+            gm = on_roomy_stack(functools.partial(record_module_calls, pre_dispatch=training), traced, holder, {}, fakes.inputs)
+    return _Traced(gm, fake_mode, fakes, recorded, root_relative=recorder_hook is not None)
 
 
 def _recorded_or_none(root, state_inputs: StateInputs, bound, labels, watch: _WriteWatch, deferred_asserts: bool) -> _Traced | None:
@@ -512,7 +507,10 @@ def _recorded_or_none(root, state_inputs: StateInputs, bound, labels, watch: _Wr
     or the model raised: make_fx's trace then reports the error as it always has).  A write
     that needs functionalization sets ``watch.functionalized``, as the make_fx try does."""
     try:
-        return _record_once(root, state_inputs, bound, labels, watch, deferred_asserts=deferred_asserts)
+        return _trace_once(
+            root, state_inputs, bound, labels, None, functionalized=False, draft=False,
+            deferred_asserts=deferred_asserts, recorder_hook=watch,
+        )
     except _NeedsFunctionalization as why:
         log.debug("tracing again, functionalized: %s", why)
         watch.functionalized = True

@@ -280,19 +280,14 @@ def _traces(model, x, monkeypatch):
     from exporter.trace import trace, tracer
 
     tries = []
-    trace_once, record_once = tracer._trace_once, tracer._record_once
+    trace_once = tracer._trace_once
 
     def counted(*args, functionalized, **kwargs):
         tries.append(functionalized)
         return trace_once(*args, functionalized=functionalized, **kwargs)
 
-    def recorded(*args, **kwargs):  # the fast recorder's try is the unfunctionalized one
-        tries.append(False)
-        return record_once(*args, **kwargs)
-
     bound = bind_inputs(model, (x,), None)
     monkeypatch.setattr(tracer, "_trace_once", counted)
-    monkeypatch.setattr(tracer, "_record_once", recorded)
     fast = trace(model, bound)
     retraced = tries == [False, True]
     functional = trace(model, bound, always_functionalize=True)
