@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from exporter.inputs import bind_inputs
 from exporter._pipeline import run_passes
@@ -94,3 +95,15 @@ def graph_fingerprint(gm: torch.fx.GraphModule) -> list[tuple]:
             rows.append((name, node.op, node.name, str(node.target), str(node.args), str(node.kwargs), meta))
         rows.append((name, "attributes", sorted(k for k in vars(module) if k.startswith("_tensor_constant"))))
     return rows
+
+
+class OpsSeen(TorchDispatchMode):
+    """A dispatch mode that lists the ops it sees (``.ops``, as strings) and runs them."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))

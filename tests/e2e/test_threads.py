@@ -25,7 +25,6 @@ import types
 import torch
 import torch.nn.functional as F
 from torch.export import Dim
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import exporter
 from exporter._torch_internals import (
@@ -36,6 +35,7 @@ from exporter._torch_internals import (
     constant_source,
     enable_python_dispatcher,
 )
+from tests.support import OpsSeen
 
 ROUNDS = 3
 TIMEOUT = 240  # seconds a barrier or a join may wait before the test reports a hang
@@ -165,16 +165,6 @@ class ConvLSTM(torch.nn.Module):
         return self.lstm(h)[0]
 
 
-class _OpsSeen(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-
 def _fake_computation(weight):
     """A FakeTensorMode computation with a ShapeEnv and a symbolic batch size, the Python
     dispatcher on (as AOTAutograd runs): the ops that reached the fake mode, the guards,
@@ -184,7 +174,7 @@ def _fake_computation(weight):
     mode, example = FakeTensorMode(shape_env=shape_env), torch.randn(5, 3)
     x = mode.from_tensor(example, source=constant_source("x"), symbolic_context=dynamic_batch)
     w = mode.from_tensor(weight, static_shapes=True)
-    with mode, enable_python_dispatcher(), _OpsSeen() as seen:
+    with mode, enable_python_dispatcher(), OpsSeen() as seen:
         h = F.linear(x, w)
         outputs = (h[: max(x.shape[0], 4)].to(torch.float64), h.sum(0))
     shapes = [(str(tuple(out.shape)), out.dtype) for out in outputs]

@@ -15,7 +15,6 @@ from torch._subclasses import fake_impls
 
 import exporter
 from torch._subclasses import fake_utils
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from exporter._torch_internals import (
     DimDynamic,
@@ -34,6 +33,7 @@ from exporter._torch_internals import (
 )
 from exporter.trace.kernels import CONVERSIONS
 from exporter.trace.patches import EXPORT_LOCK, tracing_patches
+from tests.support import OpsSeen
 
 
 def _global_state():
@@ -131,16 +131,6 @@ def _in_another_thread(probe):
     return box["outcome"]
 
 
-class _OpsSeen(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-
 def _python_semantics_probe():
     t = torch.arange(6.0).view(2, 3)
     return repr((max(torch.tensor([0.2]), 0.5), min(3, 4), math.pow(2, 3), t[1], torch.tensor([2])))
@@ -156,13 +146,13 @@ def _linear_with_autograd_probe():
 
 
 def _linear_ops_probe():
-    with enable_python_dispatcher(), _OpsSeen() as seen:
+    with enable_python_dispatcher(), OpsSeen() as seen:
         F.linear(torch.randn(2, 3), torch.randn(4, 3))
     return seen.ops
 
 
 def _conversion_ops_probe():
-    with enable_python_dispatcher(), _OpsSeen() as seen:
+    with enable_python_dispatcher(), OpsSeen() as seen:
         torch.randn(2).to(torch.float64)
     return seen.ops
 
@@ -175,14 +165,14 @@ def _symbolic_fake_probe():
     dynamic = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC])
     x = mode.from_tensor(torch.randn(5, 3), source=constant_source("x"), symbolic_context=dynamic)
     w = mode.from_tensor(torch.randn(4, 3), static_shapes=True)
-    with mode, enable_python_dispatcher(), _OpsSeen() as seen:
+    with mode, enable_python_dispatcher(), OpsSeen() as seen:
         out = F.linear(x, w)[: max(x.shape[0], 4)]
     return seen.ops, [str(guard.expr) for guard in shape_env.guards], str(out.shape)
 
 
 def _functional_to_probe():
     t = torch.randn(2)
-    with _OpsSeen() as seen, FunctionalTensorMode(export=True), torch._C._DisablePythonDispatcher():
+    with OpsSeen() as seen, FunctionalTensorMode(export=True), torch._C._DisablePythonDispatcher():
         FunctionalTensor.to_functional(t).to(torch.float64)
     return seen.ops
 
