@@ -138,6 +138,10 @@ __all__ = [
     "tensor_meta",
     "autograd_would_have_expanded",
     "fx_tracing_flag",
+    "PRE_DISPATCH",
+    "PROXY_MODE_KEY",
+    "ProxyTorchDispatchMode",
+    "PreDispatchTorchFunctionMode",
     "is_compiled_module",
     "module_stack_tracer",
     "op_implementation_dirs",
@@ -409,6 +413,22 @@ def autograd_would_have_expanded(op: OpOverload, flat_args: list[Any]) -> bool:
     from torch.utils._python_dispatch import autograd_would_have_decomposed
 
     return autograd_would_have_decomposed(op, flat_args)
+
+
+PRE_DISPATCH = DispatchKey.PreDispatch
+"""The dispatch key above autograd where a pre-dispatch (training IR) trace records ops."""
+
+PROXY_MODE_KEY = torch._C._TorchDispatchModeKey.PROXY
+"""The infra-mode slot make_fx's dispatch mode occupies (``get_proxy_mode()`` reads it)."""
+
+ProxyTorchDispatchMode = proxy_tensor.ProxyTorchDispatchMode
+"""make_fx's dispatch mode.  torch accepts only its instances in the pre-dispatch slot
+(``torch._ops._set_mode_pre_dispatch``), so a recorder there must be one."""
+
+PreDispatchTorchFunctionMode = proxy_tensor.PreDispatchTorchFunctionMode
+"""make_fx's function mode for pre-dispatch traces: records ``_set_grad_enabled`` and the
+autocast enter/exit calls through ``self.tracer.create_node``.  ``torch.autocast`` reports
+its regions only to instances of this class."""
 
 
 def fx_tracing_flag(value: bool) -> bool:

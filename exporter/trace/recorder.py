@@ -42,10 +42,15 @@ import torch
 
 from .._torch_internals import (
     COMPOSITE_KEY,
+    PRE_DISPATCH,
+    PROXY_MODE_KEY,
     FakeTensor,
     OpOverload,
+    PreDispatchTorchFunctionMode,
+    ProxyTorchDispatchMode,
     TorchDispatchMode,
     autograd_would_have_expanded,
+    enable_python_dispatcher,
     fake_value_of,
     graph_module_of,
     has_composite_kernel,
@@ -78,8 +83,13 @@ class CannotRecord(Exception):
 class Recorder(TorchDispatchMode):
     """A dispatch mode that records every ATen op into ``graph`` (see module doc)."""
 
-    def __init__(self, root: torch.nn.Module, on_node: NodeHook | None, shape_env: Any = None) -> None:
-        super().__init__()
+    EXPANDS_COMPOSITES = True
+    """Below autograd, a composite op reaching the mode is expanded as make_fx expands it."""
+
+    def __init__(
+        self, root: torch.nn.Module, on_node: NodeHook | None, shape_env: Any = None, dispatch_key: Any = None
+    ) -> None:
+        TorchDispatchMode.__init__(self, dispatch_key)
         self.shape_env = shape_env
         self.graph = torch.fx.Graph()
         self.constants = torch.nn.Module()
@@ -143,7 +153,7 @@ class Recorder(TorchDispatchMode):
 
     def _op(self, func: OpOverload) -> tuple[bool, bool, str, bool]:
         info = self._ops[func] = (
-            COMPOSITE_KEY in func.py_kernels or has_composite_kernel(func),
+            self.EXPANDS_COMPOSITES and (COMPOSITE_KEY in func.py_kernels or has_composite_kernel(func)),
             _DATA_DEPENDENT in func.tags or func is _IS_NONZERO,
             node_name_for(self.graph, func.overloadpacket.__name__),
             needs_exact_strides(func),
@@ -280,6 +290,64 @@ class Recorder(TorchDispatchMode):
             self._stack_meta = None
 
 
+class TrainingRecorder(Recorder, ProxyTorchDispatchMode):
+    """The recorder of a pre-dispatch (training IR) trace: ops are recorded above autograd,
+    as called (``aten.linear`` whole, in-place ops in place), and grad-mode and autocast
+    changes by ``_GradRegions``.
+
+    torch accepts only make_fx's mode class in the pre-dispatch slot, so this is one by
+    inheritance, set up with what torch reads from a mode there.  Its ``tracer`` is make_fx's
+    alone: anything in torch that reaches for it (a higher-order op, a torch.func transform,
+    symbolic-size arithmetic) meets a refusal, and make_fx traces instead.
+    """
+
+    EXPANDS_COMPOSITES = False
+
+    def __init__(self, root: torch.nn.Module, on_node: NodeHook | None, shape_env: Any = None) -> None:
+        Recorder.__init__(self, root, on_node, shape_env, PRE_DISPATCH)
+        self._mode_key = PROXY_MODE_KEY
+        self.pre_dispatch = True
+        self.tracing_mode = "fake"
+        self.enter_stack: list[Any] = []
+        self.decomposition_table: dict = {}
+        self._decomposition_table_stack: list[Any] = []
+        self.decomp_layers = 0
+        self._allow_fake_constant = False
+        self._error_on_data_dependent_ops = True
+        self.emulate_precision_casts = False
+
+    @property
+    def tracer(self) -> Any:
+        raise self.refuse("torch reached for make_fx's tracer")
+
+    def __sym_dispatch__(self, func, types, args, kwargs):
+        raise self.refuse("a symbolic size")
+
+
+class _GradRegions(PreDispatchTorchFunctionMode):
+    """make_fx's pre-dispatch function mode, recording into the recorder's graph: its
+    ``__torch_function__`` records ``_set_grad_enabled`` and autocast enter/exit through
+    ``tracer.create_node``, which is all of make_fx's tracer it gets here."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.tracer = _NodeMaker(recorder)
+        self.enter_autocast_nodes: list[torch.fx.Node] = []
+
+
+class _NodeMaker:
+    """Stands in for make_fx's tracer in ``_GradRegions``: makes nodes; anything more (the
+    torch.func transforms' proxies) is refused."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
+
+    def create_node(self, kind: str, target: Any, args: tuple, kwargs: dict, name: str | None = None, type_expr: Any = None) -> torch.fx.Node:
+        return self._recorder._node(kind, target, tuple(self._recorder._arg(a) for a in args), kwargs, name)
+
+    def __getattr__(self, name: str) -> Any:
+        raise self.__dict__["_recorder"].refuse(f"a pre-dispatch call that needs make_fx's tracer ({name})")
+
+
 def _input_val(arg: Any) -> Any:
     """An argument's entry in ``eager_input_vals``, as make_fx writes it."""
     if not isinstance(arg, torch.fx.Node) or "val" not in arg.meta:
@@ -300,14 +368,24 @@ def record(
     inputs: Sequence[Any],
     on_node: NodeHook | None,
     shape_env: Any,
+    *,
+    training: bool = False,
 ) -> torch.fx.GraphModule:
     """The graph of ``fn(*inputs)`` (flat inputs, flat outputs) as make_fx would record it
     with ``root``'s module stack, or ``CannotRecord``.  Runs inside the fake mode whose
-    ShapeEnv is ``shape_env``."""
-    recorder = Recorder(root, on_node, shape_env)
+    ShapeEnv is ``shape_env``.  ``training``: as make_fx with ``pre_dispatch=True`` records it
+    (torch.export's training IR)."""
+    recorder = (TrainingRecorder if training else Recorder)(root, on_node, shape_env)
     for i, value in enumerate(inputs):
         recorder.placeholder(i, value)
-    with _active(recorder), fast_recording(recorder.call_module, recorder.on_hop), recorder:
+    with contextlib.ExitStack() as modes:
+        modes.enter_context(_active(recorder))
+        modes.enter_context(fast_recording(recorder.call_module, recorder.on_hop))
+        if training:
+            # as make_fx enters them: per-key modes need the Python dispatcher
+            modes.enter_context(enable_python_dispatcher())
+            modes.enter_context(_GradRegions(recorder))
+        modes.enter_context(recorder)
         try:
             outputs = fn(*inputs)
         finally:

@@ -496,20 +496,22 @@ def _trace_once(
     # internally (torch.cond runs its branches through torch.compile).
     with fake_mode, tracing(TracingContext(fake_mode)):
         if recorder_hook is not None:
-            gm = on_roomy_stack(record, traced, root, fakes.inputs, recorder_hook, fake_mode.shape_env)
+            gm = on_roomy_stack(functools.partial(record, training=training), traced, root, fakes.inputs, recorder_hook, fake_mode.shape_env)
         else:
             gm = on_roomy_stack(functools.partial(record_module_calls, pre_dispatch=training), traced, holder, {}, fakes.inputs)
     return _Traced(gm, fake_mode, fakes, recorded, root_relative=recorder_hook is not None)
 
 
-def _recorded_or_none(root, state_inputs: StateInputs, bound, labels, watch: _WriteWatch, deferred_asserts: bool) -> _Traced | None:
+def _recorded_or_none(
+    root, state_inputs: StateInputs, bound, labels, watch: _WriteWatch, deferred_asserts: bool, training: bool = False
+) -> _Traced | None:
     """The fast recorder's trace; None when make_fx must trace instead (the recorder refused,
     or the model raised: make_fx's trace then reports the error as it always has).  A write
     that needs functionalization sets ``watch.functionalized``, as the make_fx try does."""
     try:
         return _trace_once(
             root, state_inputs, bound, labels, None, functionalized=False, draft=False,
-            deferred_asserts=deferred_asserts, recorder_hook=watch,
+            deferred_asserts=deferred_asserts, training=training, recorder_hook=watch,
         )
     except _NeedsFunctionalization as why:
         log.debug("tracing again, functionalized: %s", why)
@@ -572,12 +574,16 @@ def trace(
             module_preserved(root),
         ):
             traced = None
+            recordable = use_recorder and plan is None and not (draft or state_inputs.subclasses)
             if training:
-                traced = _trace_once(
-                    root, state_inputs, bound, labels, plan, functionalized=False, draft=draft,
-                    deferred_asserts=deferred_asserts, training=True,
-                )
-            elif use_recorder and plan is None and not (draft or always_functionalize or state_inputs.subclasses):
+                if recordable:
+                    traced = _recorded_or_none(root, state_inputs, bound, labels, watch, deferred_asserts, training=True)
+                if traced is None:
+                    traced = _trace_once(
+                        root, state_inputs, bound, labels, plan, functionalized=False, draft=draft,
+                        deferred_asserts=deferred_asserts, training=True,
+                    )
+            elif recordable and not always_functionalize:
                 traced = _recorded_or_none(root, state_inputs, bound, labels, watch, deferred_asserts)
             if traced is None and not watch.functionalized:
                 try:

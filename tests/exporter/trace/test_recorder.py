@@ -3,7 +3,9 @@
 Differential: every static model of the e2e corpus and of the parity corpus (ported from
 torch's own export tests) is traced twice, by the recorder and by make_fx alone
 (``use_recorder=False``), and the two graphs must agree on every node: name, target,
-arguments, stack trace, module stack, value and every other metadata entry.
+arguments, stack trace, module stack, value and every other metadata entry.  The same
+holds for the training IR (``training=True``: the recorder in make_fx's pre-dispatch slot
+against make_fx with ``pre_dispatch=True``).
 """
 
 from __future__ import annotations
@@ -25,37 +27,42 @@ from tests.support import graph_fingerprint
 PARITY_STATIC = [c for c in load() if c.dynamic_shapes is None]
 
 
-def _both(model: torch.nn.Module, args, kwargs):
+def _both(model: torch.nn.Module, args, kwargs, training: bool = False):
     bound = bind_inputs(model, args, kwargs)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    recorded = trace(model, bound)
-    by_make_fx = trace(model, bound, use_recorder=False)
+    recorded = trace(model, bound, training=training)
+    by_make_fx = trace(model, bound, use_recorder=False, training=training)
     after = model.state_dict()
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
     return recorded, by_make_fx
 
 
+IRS = pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
+
+
+@IRS
 @pytest.mark.parametrize("case", CASES + TRANSFORMER_CASES, ids=lambda c: c.name)
-def test_corpus_graphs_equal_make_fx(case):
+def test_corpus_graphs_equal_make_fx(case, training):
     model = case.make_model()
-    recorded, by_make_fx = _both(model, *case.make_inputs(0))
+    recorded, by_make_fx = _both(model, *case.make_inputs(0), training=training)
     assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
     assert recorded.output_specs == by_make_fx.output_specs
     assert recorded.input_specs == by_make_fx.input_specs
 
 
+@IRS
 @pytest.mark.parametrize("case", PARITY_STATIC, ids=lambda c: c.name)
-def test_parity_graphs_equal_make_fx(case):
+def test_parity_graphs_equal_make_fx(case, training):
     torch.manual_seed(0)
     model = case.model()
     args, kwargs = case.inputs()
     try:
-        by_make_fx = trace(model, bind_inputs(model, args, kwargs), use_recorder=False)
+        by_make_fx = trace(model, bind_inputs(model, args, kwargs), use_recorder=False, training=training)
     except Exception as e:  # the case fails in make_fx too: the recorder must fail alike
         with pytest.raises(type(e)):
-            trace(model, bind_inputs(model, args, kwargs))
+            trace(model, bind_inputs(model, args, kwargs), training=training)
         return
-    recorded = trace(model, bind_inputs(model, args, kwargs))
+    recorded = trace(model, bind_inputs(model, args, kwargs), training=training)
     assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
 
 
@@ -227,6 +234,62 @@ def test_other_threads_calling_modules_do_not_enter_the_module_stack():
     assert results and results[0].shape == (1, 3)
     keys = {k for n in state.gm.graph.nodes for k in n.meta.get("nn_module_stack", {})}
     assert keys == {"", "lin"}
+
+
+# -- the training IR -----------------------------------------------------------------------
+
+
+class Regions(torch.nn.Module):
+    """Grad-mode and autocast regions, an in-place write and a composite kept whole: what
+    the training IR records as called."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.register_buffer("seen", torch.zeros(3))
+
+    def forward(self, x):
+        with torch.no_grad():
+            frozen = self.lin(x)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = self.lin(x)
+        self.seen.add_(x.sum(0))
+        return torch.nn.functional.dropout(frozen, 0.0) + low.float()
+
+
+def test_training_regions_are_recorded_as_make_fx_records_them(why_make_fx):
+    recorded, by_make_fx = _both(Regions(), (torch.randn(2, 3),), None, training=True)
+    assert not why_make_fx
+    assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
+    targets = [n.target for n in recorded.gm.graph.nodes if n.op == "call_function"]
+    names = {getattr(t, "__name__", str(t)) for t in targets}
+    assert {"_set_grad_enabled", "_enter_autocast", "_exit_autocast"} <= names
+    assert torch.ops.aten.linear.default in targets and torch.ops.aten.add_.Tensor in targets
+
+
+class Vmapped(torch.nn.Module):
+    def forward(self, x):
+        return torch.vmap(torch.sin)(x)
+
+
+def test_training_refusal_when_torch_reaches_for_make_fxs_tracer(why_make_fx):
+    """torch.func transforms record through make_fx's tracer: the recorder refuses."""
+    recorded, by_make_fx = _both(Vmapped(), (torch.randn(2, 3),), None, training=True)
+    assert any("make_fx's tracer" in r for r in why_make_fx), why_make_fx
+    assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
+
+
+def test_training_trace_leaves_no_mode_behind():
+    from torch._ops import _len_torch_dispatch_stack_pre_dispatch
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode
+    from torch.overrides import _get_current_function_mode_stack
+
+    for model in (Regions(), Vmapped(), ReadsValueButCatches()):
+        program = exporter.export(model, (torch.randn(2, 3),), ir="training")
+        assert program.graph_module is not None
+        assert _len_torch_dispatch_stack_pre_dispatch() == 0
+        assert get_proxy_mode() is None and not _get_current_function_mode_stack()
+        assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
 
 
 def test_cannot_record_is_internal():
