@@ -15,7 +15,11 @@ One table per mode:
   and 8 layers, LLaMA also at 32; tiny configs (hidden 64), random weights, no downloads.
 * ``dynamic``: BERT, GPT-2, LLaMA with batch and sequence length dynamic; the program is
   also checked against eager at a second batch and length; ``x static`` is exporter's time
-  over its own static export of the same model.
+  over its own static export of the same model.  The dynamic floor (``dyn floor s``) is
+  one forward pass on fake tensors whose batch and sequence sizes are symbolic, in a fresh
+  ShapeEnv (``symbolic_fake_forward``): what torch's symbolic-size arithmetic costs before
+  anything is traced.  ``x dyn floor`` is exporter over it, ``dyn floor x static`` the
+  floor over exporter's static export.
 * ``training``: the static models exported to the training IR (``ir="training"``) against
   ``torch.export.export`` itself (no ``run_decompositions``).
 * ``meta``: a LLaMA with LLaMA-7B dims (6.7B parameters) built under
@@ -179,6 +183,39 @@ def fake_forward(model: torch.nn.Module, kwargs: dict[str, Any]) -> Callable[[],
     return forward
 
 
+def symbolic_fake_forward(model: torch.nn.Module, kwargs: dict[str, Any]) -> Callable[[], float]:
+    """The dynamic floor: a call that makes a fresh ShapeEnv and fake mode, fake parameters
+    and buffers, and inputs whose batch and sequence sizes are symbolic (all untimed), then
+    runs ``model`` once on them and returns the seconds that forward took.
+
+    A fresh ShapeEnv per call, as each export has one; the fake-tensor cache off, as in
+    exporter's dynamic exports (with a fresh ShapeEnv it costs more than it saves)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    state = {
+        **dict(model.named_parameters(remove_duplicate=False)),
+        **dict(model.named_buffers(remove_duplicate=False)),
+    }
+
+    def symbolic(t: torch.Tensor) -> StatelessSymbolicContext:
+        sizes = [DimDynamic.DYNAMIC if i < 2 else DimDynamic.STATIC for i in range(t.dim())]
+        return StatelessSymbolicContext(dynamic_sizes=sizes)
+
+    def forward() -> float:
+        mode = FakeTensorMode(shape_env=ShapeEnv())
+        mode.cache_enabled = False
+        fake_state = {name: mode.from_tensor(t) for name, t in state.items()}
+        fake_kwargs = {k: mode.from_tensor(v, symbolic_context=symbolic(v)) if isinstance(v, torch.Tensor) else v
+                       for k, v in kwargs.items()}
+        start = time.perf_counter()
+        with mode:
+            torch.func.functional_call(model, fake_state, (), fake_kwargs, tie_weights=True)
+        return time.perf_counter() - start
+
+    return forward
+
+
 def check_outputs(model: torch.nn.Module, program: torch.export.ExportedProgram,
                   kwargs: dict[str, Any]) -> None:
     """Raise if the program's tensor outputs differ from the eager model's (atol 1e-4; on the
@@ -242,13 +279,17 @@ def bench_one(name: str, layers: int, repeats: int, dynamic: bool = False, *, me
             run_exporter(model, kwargs)
         floor = fake_forward(model, kwargs)
         floor()
-        oracle, mine, floors, static = [], [], [], []
+        symbolic_floor = symbolic_fake_forward(model, kwargs) if dynamic else None
+        if symbolic_floor is not None:
+            symbolic_floor()
+        oracle, mine, floors, static, symbolic_floors = [], [], [], [], []
         for _ in range(repeats):
             oracle.append(timed(lambda: run_oracle(model, kwargs, spec, ir)))
             mine.append(timed(lambda: run_exporter(model, kwargs, spec, ir)))
             floors.append(timed(floor))
-            if dynamic:
+            if symbolic_floor is not None:
                 static.append(timed(lambda: run_exporter(model, kwargs)))
+                symbolic_floors.append(symbolic_floor())
         if memory:
             row["exporter_peak_mb"] = peak_mb(lambda: run_exporter(model, kwargs, spec, ir))
             row["oracle_peak_mb"] = peak_mb(lambda: run_oracle(model, kwargs, spec, ir))
@@ -266,6 +307,10 @@ def bench_one(name: str, layers: int, repeats: int, dynamic: bool = False, *, me
     if dynamic:
         row["static_s"] = static
         row["x_static"] = row["exporter_median_s"] / statistics.median(static)
+        row["dyn_floor_s"] = symbolic_floors
+        row["dyn_floor_median_s"] = statistics.median(symbolic_floors)
+        row["x_dyn_floor"] = row["exporter_median_s"] / row["dyn_floor_median_s"]
+        row["dyn_floor_x_static"] = row["dyn_floor_median_s"] / statistics.median(static)
     print(f"[{name} x{layers}] ok", flush=True)
     return row
 
@@ -330,7 +375,14 @@ _EXPORT_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("x floor", lambda r: f"{r['x_floor']:.2f}"),
     ("peak MB exp/oracle", _peaks),
 ]
-_DYNAMIC_COLUMNS = [*_EXPORT_COLUMNS[:7], ("x static", lambda r: f"{r['x_static']:.2f}"), _EXPORT_COLUMNS[7]]
+_DYNAMIC_COLUMNS = [
+    *_EXPORT_COLUMNS[:7],
+    ("x static", lambda r: f"{r['x_static']:.2f}"),
+    ("dyn floor s", lambda r: f"{r['dyn_floor_median_s']:.3f}"),
+    ("x dyn floor", lambda r: f"{r['x_dyn_floor']:.2f}"),
+    ("dyn floor x static", lambda r: f"{r['dyn_floor_x_static']:.2f}"),
+    _EXPORT_COLUMNS[7],
+]
 
 
 def _summary(rows: list[dict[str, Any]]) -> str:

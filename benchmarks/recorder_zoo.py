@@ -5,6 +5,7 @@ Run from the repository root (one job: keep the other core free for timing bench
     nice -n 10 python benchmarks/recorder_zoo.py --fast --jobs 1            # 8 models
     nice -n 10 python benchmarks/recorder_zoo.py --jobs 1 --only bert,gpt2,llama,t5
     timeout 4200 nice -n 10 python benchmarks/recorder_zoo.py --jobs 1 --budget 4000 --json /tmp/recorder_zoo.json
+    nice -n 10 python benchmarks/recorder_zoo.py --jobs 1 --ir training   # the training IR
 
 ``exporter.trace.trace`` records a static trace with the fast recorder
 (``exporter/trace/recorder.py``) and hands make_fx whatever the recorder refuses;
@@ -148,7 +149,7 @@ def run_trace(tool: str, built: zoo_models.Built, options: dict[str, Any]) -> Tr
         with _tracer_log() as messages:
             start = time.perf_counter()
             try:
-                state = trace(model, bound, use_recorder=USE_RECORDER[tool])
+                state = trace(model, bound, use_recorder=USE_RECORDER[tool], training=options.get("ir") == "training")
             except Exception as e:  # noqa: BLE001 - a failing trace is an outcome
                 seconds = time.perf_counter() - start
                 if result is None:
@@ -522,6 +523,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=3, help="traces per tracer and model, timed by the fastest (default 3)")
     parser.add_argument("--timeout", type=float, default=180.0,
                         help="seconds a build or one tracer's traces of one model may take (default 180)")
+    parser.add_argument("--ir", choices=("inference", "training"), default="inference",
+                        help="the IR traced (training: the recorder in make_fx's pre-dispatch slot, against make_fx pre_dispatch=True)")
     parser.add_argument("--jobs", "-j", type=int, default=1, help="model types run in parallel (default 1)")
     parser.add_argument("--budget", type=float, help="stop after this many seconds and report the models finished")
     parser.add_argument("--json", type=Path, help="write every model's outcome and the summary as JSON")
@@ -539,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
         timeout=args.timeout,
         jobs=max(1, args.jobs),
         classes="first" if args.fast else args.classes,
-        exporter_kwargs={"repeat": args.repeat},
+        exporter_kwargs={"repeat": args.repeat, "ir": args.ir},
         log_dir=args.logs,
         warm_up=False,
     )

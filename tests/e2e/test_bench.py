@@ -28,6 +28,28 @@ def test_a_row_times_both_tools_on_a_checked_program(bench, dynamic):
     assert row["status"] == "ok", row.get("error")
     assert len(row["oracle_s"]) == len(row["exporter_s"]) == 2
     assert all(t > 0 for t in row["oracle_s"] + row["exporter_s"])
+    if dynamic:
+        assert len(row["dyn_floor_s"]) == 2 and row["x_dyn_floor"] > 0
+
+
+def test_the_dynamic_floor_runs_on_symbolic_sizes(bench):
+    """The dynamic floor is a forward on fake inputs whose batch and sequence sizes are
+    symbolic: its output's batch and sequence sizes are symbols, not the example's numbers."""
+    from torch.fx.experimental.symbolic_shapes import is_concrete_int
+
+    model, kwargs = bench.build_model("gpt2", 1), bench.make_inputs("gpt2")
+    seen = []
+    original = model.forward
+
+    def forward(*args, **kw):
+        out = original(*args, **kw)
+        seen.append(out.logits.shape)
+        return out
+
+    model.forward = forward
+    assert bench.symbolic_fake_forward(model, kwargs)() > 0
+    batch, seq = seen[0][:2]
+    assert not is_concrete_int(batch) and not is_concrete_int(seq)
 
 
 def test_a_program_that_differs_from_eager_is_a_failed_row_not_a_time(bench, monkeypatch):
