@@ -24,6 +24,7 @@ from .trace import trace
 from .trace.call_signatures import recording_calls
 from .trace.draft import mark_checked
 from .trace.explain import eager_failure, user_location
+from .trace.patches import gc_paused
 
 __all__ = ["IR_LEVELS", "export", "export_timed", "run_passes"]
 
@@ -156,6 +157,7 @@ def export(
     )[0]
 
 
+@gc_paused()  # a fresh pause per call: the whole export runs with the collector paused
 def export_timed(
     model: torch.nn.Module,
     args: tuple[Any, ...] = (),

@@ -60,6 +60,14 @@ fast recorder only                     make_fx's ``Tracer.trace``, which sends e
 recorder's module stack, higher-order  disables the autocast cache; a higher-order op
 ops reported first, fx-tracing flag    has no rule for the recorder, which then hands
 set, autocast cache off                the model to make_fx
+the cyclic garbage collector paused    (none in torch.export; torch's own
+for the whole export, not only the     ``get_state_dict`` pauses it the same way) an
+trace (``gc_paused``, entered by the   export allocates enough to set off several
+pipeline)                              full-heap collections, each a scan of every
+                                       object torch and transformers keep (250-300 ms
+                                       with transformers loaded); the export's own
+                                       cyclic garbage is all young when the collector
+                                       resumes, and goes in its next young collection
 =====================================  ================================================
 
 **Other threads.**  A serving process may run eager models, FakeTensorMode computations or
@@ -108,6 +116,11 @@ mkldnn, nnpack and cudnn off           **the change** (``at::Context`` is one pe
                                        process): eager convolutions and RNNs run the
                                        portable CPU kernels meanwhile (on a GPU, not
                                        cudnn's), equal up to float rounding
+the garbage collector paused           **the change** (one collector per process):
+                                       reference cycles made meanwhile are freed when
+                                       it resumes, after the last export running ends;
+                                       ``gc.collect()`` still collects.  A thread that
+                                       re-enables it meanwhile wins until then
 =====================================  ================================================
 
 While Dynamo compiles a higher-order op's body in the tracing thread, the replaced Python
@@ -122,6 +135,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import gc
 import math
 import sys
 import threading
@@ -163,10 +177,43 @@ from .kernels import (
 from .python_ops import builtin_max, builtin_min, power, tensor_factory, tensor_getitem
 from .stacks import user_stack_trace
 
-__all__ = ["EXPORT_LOCK", "BufferWrite", "ModuleCall", "NodeHook", "buffer_writes", "fast_recording", "tracing_patches"]
+__all__ = [
+    "EXPORT_LOCK",
+    "BufferWrite",
+    "ModuleCall",
+    "NodeHook",
+    "buffer_writes",
+    "fast_recording",
+    "gc_paused",
+    "tracing_patches",
+]
 
 EXPORT_LOCK = threading.RLock()
 """Held for the whole of every trace: the patches below are process-wide."""
+
+_GC_LOCK = threading.Lock()
+_gc_pausers = 0
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Within the block, Python's cyclic garbage collector does not run on its own (see the
+    module doc).  Blocks may overlap across threads: the first in pauses it, the last out
+    resumes it if it was running when the first came in."""
+    global _gc_pausers, _gc_was_enabled
+    with _GC_LOCK:
+        if _gc_pausers == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pausers += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _gc_pausers -= 1
+            if _gc_pausers == 0 and _gc_was_enabled:
+                gc.enable()
 
 _THIS_THREAD = threading.local()
 """``tracing`` is True in the thread whose trace installed the patches."""

@@ -521,3 +521,79 @@ def test_fast_recording_routes_this_threads_module_calls_and_reports_higher_orde
     assert other_thread == [torch.Size([1, 2])]
     assert hops and "cond" in hops[0]
     assert (torch.nn.Module.__call__, HigherOrderOperator.__call__, is_fx_tracing(), torch.is_autocast_cache_enabled()) == saved
+
+
+# -- the garbage collector ----------------------------------------------------------------
+
+
+class SeesCollector(torch.nn.Module):
+    """Tells ``note`` whether the cyclic collector runs on its own during forward (a list
+    on the model would be put back as it was: an export leaves the model unchanged); may
+    raise."""
+
+    def __init__(self, note, fail: bool = False):
+        super().__init__()
+        self.note = note
+        self.fail = fail
+
+    def forward(self, x):
+        import gc
+
+        self.note(gc.isenabled())
+        if self.fail:
+            raise RuntimeError("forward failed")
+        return x + 1
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["exported", "failed"])
+def test_the_collector_is_paused_during_an_export_and_resumed_after(fail):
+    import gc
+
+    seen = []
+    model = SeesCollector(seen.append, fail)
+    assert gc.isenabled()
+    if fail:
+        with pytest.raises(exporter.ExportError):
+            exporter.export(model, (torch.randn(2),))
+    else:
+        exporter.export(model, (torch.randn(2),))
+    assert seen and not any(seen)
+    assert gc.isenabled()
+
+
+def test_a_collector_the_caller_disabled_stays_disabled():
+    import gc
+
+    gc.disable()
+    try:
+        exporter.export(SeesCollector(lambda enabled: None), (torch.randn(2),))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_overlapping_pauses_resume_the_collector_when_the_last_one_ends():
+    """Two threads' exports overlap: the collector resumes only after both, whichever
+    ends first."""
+    import gc
+
+    from exporter.trace.patches import gc_paused
+
+    inside, leave = threading.Event(), threading.Event()
+    states = []
+
+    def other():
+        with gc_paused():
+            inside.set()
+            leave.wait(30)
+        states.append(("other out", gc.isenabled()))
+
+    with gc_paused():
+        worker = threading.Thread(target=other)
+        worker.start()
+        assert inside.wait(30)
+    states.append(("main out", gc.isenabled()))
+    leave.set()
+    worker.join(30)
+    assert states == [("main out", False), ("other out", True)]
+    assert gc.isenabled()
