@@ -8,6 +8,7 @@ Run from the repository root:
     python benchmarks/bench_export.py --modes dynamic # batch and sequence length dynamic
     python benchmarks/bench_export.py --modes training # the training IR vs torch.export.export
     python benchmarks/bench_export.py --memory        # RSS over 200 exports in one process
+    python benchmarks/bench_export.py --modes repeated  # exports back to back, no forced collection
 
 One table per mode:
 
@@ -25,6 +26,10 @@ One table per mode:
 * ``meta``: a LLaMA with LLaMA-7B dims (6.7B parameters) built under
   ``torch.device("meta")``, meta inputs; the program's output shapes are checked.
 * ``cold``: whole processes, from ``benchmarks/bench_cold.py`` (``cold_start_rows``).
+* ``repeated``: GPT-2 and LLaMA (8 layers) exported 20 times back to back by each tool
+  with no collection forced in between (``back_to_back``), as ``check`` or a serving
+  process runs exports: wall seconds per export, each export's median and max.  The other
+  modes collect garbage before each timed call.
 
 Each model is exported by ``exporter.export`` and by the oracle
 ``torch.export.export(..., strict=False).run_decompositions({})`` in the same process;
@@ -65,7 +70,7 @@ VOCAB, HIDDEN, HEADS, SEQ, BATCH = 1000, 64, 4, 32, 2
 IMAGE, PATCH = 32, 4
 MODELS = ("bert", "gpt2", "llama", "t5", "vit")
 DYNAMIC_MODELS = ("bert", "gpt2", "llama")
-MODES = ("static", "dynamic", "training", "meta", "cold")
+MODES = ("static", "dynamic", "training", "meta", "cold", "repeated")
 MEMORY_MODEL, MEMORY_EXPORTS = ("gpt2", 2), 200
 
 # torch's own pytree code trips this deprecation on every export; it says nothing about
@@ -328,6 +333,47 @@ def memory_growth(exports: int = MEMORY_EXPORTS, model: tuple[str, int] = MEMORY
             "growth": rss[-1] / rss[min(9, exports - 1)] - 1.0}
 
 
+def back_to_back(name: str, layers: int, exports: int) -> dict[str, Any]:
+    """``exports`` exports of one model by each tool, one right after the other with no
+    collection forced in between, as a ``check`` over many models or a serving process runs
+    them: what the garbage collector's full-heap scans cost.  Exporter's block, then the
+    oracle's, then both again; wall seconds per export and each export's own time."""
+    model, kwargs = build_model(name, layers), make_inputs(name)
+    tools = {"exporter": lambda: run_exporter(model, kwargs), "oracle": lambda: run_oracle(model, kwargs)}
+    for run in tools.values():
+        run()
+    times: dict[str, list[float]] = {tool: [] for tool in tools}
+    walls: dict[str, list[float]] = {tool: [] for tool in tools}
+    for _ in range(2):
+        for tool, run in tools.items():
+            start = time.perf_counter()
+            for _ in range(exports):
+                began = time.perf_counter()
+                run()
+                times[tool].append(time.perf_counter() - began)
+            walls[tool].append((time.perf_counter() - start) / exports)
+    row: dict[str, Any] = {"model": name, "layers": layers, "exports": exports}
+    for tool in tools:
+        row[f"{tool}_wall_s"] = statistics.mean(walls[tool])
+        row[f"{tool}_median_s"] = statistics.median(times[tool])
+        row[f"{tool}_max_s"] = max(times[tool])
+    row["ratio"] = row["exporter_wall_s"] / row["oracle_wall_s"]
+    return row
+
+
+_BACK_TO_BACK_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+    ("model", lambda r: r["model"]),
+    ("layers", lambda r: str(r["layers"])),
+    ("exporter s/export", lambda r: f"{r['exporter_wall_s']:.3f}"),
+    ("median", lambda r: f"{r['exporter_median_s']:.3f}"),
+    ("max", lambda r: f"{r['exporter_max_s']:.3f}"),
+    ("oracle s/export", lambda r: f"{r['oracle_wall_s']:.3f}"),
+    ("median", lambda r: f"{r['oracle_median_s']:.3f}"),
+    ("max", lambda r: f"{r['oracle_max_s']:.3f}"),
+    ("ratio", lambda r: f"{r['ratio']:.2f}"),
+]
+
+
 def _rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
@@ -453,6 +499,12 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             print_table(rows, [("command", lambda r: r["command"]), ("median s", lambda r: f"{r['median_s']:.2f}"),
                                ("min s", lambda r: f"{r['min_s']:.2f}"), ("x import torch", lambda r: f"{r['ratio']:.2f}")])
+            report[mode] = rows
+            continue
+        if mode == "repeated":
+            pairs = [(m, int(n)) for m in (opts.models or "gpt2,llama").split(",") for n in (opts.layers or "8").split(",")]
+            rows = [back_to_back(m, n, 20) for m, n in pairs]
+            print_table(rows, _BACK_TO_BACK_COLUMNS)
             report[mode] = rows
             continue
         if mode == "meta":

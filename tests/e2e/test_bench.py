@@ -63,3 +63,11 @@ def test_a_program_that_differs_from_eager_is_a_failed_row_not_a_time(bench, mon
     row = bench.bench_one("gpt2", 1, repeats=1)
     assert row["status"] == "FAILED" and "differs from eager" in row["error"]
     assert "ratio" not in row
+
+
+def test_back_to_back_exports_time_both_tools(bench):
+    row = bench.back_to_back("gpt2", 1, exports=2)
+    for tool in ("exporter", "oracle"):
+        assert 0 < row[f"{tool}_median_s"] <= row[f"{tool}_max_s"]
+        assert row[f"{tool}_wall_s"] > 0
+    assert row["ratio"] == row["exporter_wall_s"] / row["oracle_wall_s"]
