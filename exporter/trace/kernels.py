@@ -28,6 +28,7 @@ Nothing here changes global state; ``patches`` installs these kernels for a trac
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable
 
 import torch
@@ -194,14 +195,126 @@ def _fake_rule(op: OpOverload, original, active: Active):
             with fake_mode:
                 return original(*args, **kwargs)
         shape_env = fake_mode.shape_env
+        memo = _symbolic_memo(fake_mode)
+        key = _memo_key(op, args, kwargs) if memo is not None else None
+        if key is not None:
+            layouts = memo.get(key)
+            if layouts is not None:
+                with fake_mode:
+                    return _fresh_like(layouts)
         pending = len(shape_env.pending_fresh_unbacked_symbols) if shape_env is not None else 0
         with fake_mode:
             out = compute(*args, **kwargs)
         if shape_env is not None and len(shape_env.pending_fresh_unbacked_symbols) > pending:
             _forget_internal_symbols(shape_env, pending, out)
+        elif key is not None:
+            layouts = _fresh_layouts(out, args, kwargs)
+            if layouts is not None:
+                memo[key] = layouts
         return out
 
     return rule
+
+
+# -- the symbolic memo ---------------------------------------------------------------------
+#
+# With symbolic sizes the fake-tensor cache is off (``symbols.new_fake_mode``), and a kept
+# composite's fake value is its decomposition run on symbolic sizes: for ``linear`` a
+# reshape, ``addmm`` and a view back, each a few hundred size computations.  A model calls
+# the same composite on the same symbolic sizes again and again (every layer's
+# projections), so within one trace a call whose arguments have the same sizes, strides,
+# dtypes and values as an earlier one gets fresh outputs laid out as that one's.  Only when
+# nothing can differ: no data-dependent sizes in or out (each call gets its own), no real
+# values carried (draft traces), outputs fresh (no view, no storage shared with an
+# argument).  The first call recorded whatever guards the decomposition makes; a repeat
+# would record the same ones again.
+
+_MEMOS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _symbolic_memo(fake_mode) -> dict | None:
+    if fake_mode.cache_enabled or fake_mode.shape_env is None or fake_mode.propagate_real_tensors:
+        return None
+    memo = _MEMOS.get(fake_mode)
+    if memo is None:
+        memo = _MEMOS[fake_mode] = {}
+    return memo
+
+
+class _NoKey(Exception):
+    pass
+
+
+def _size_key(value):
+    if isinstance(value, torch.SymInt):
+        expr = value.node.expr
+        if free_unbacked_symbols(value):
+            raise _NoKey
+        return ("s", expr)
+    if type(value) is int:
+        return value
+    raise _NoKey
+
+
+def _arg_key(value):
+    if isinstance(value, torch.Tensor):
+        if value.layout is not torch.strided or value.is_conj() or value.is_neg() or value.is_quantized:
+            raise _NoKey
+        return (
+            "t",
+            tuple(_size_key(n) for n in value.shape),
+            tuple(_size_key(n) for n in value.stride()),
+            _size_key(value.storage_offset()),
+            value.dtype,
+            value.device,
+            value.requires_grad,
+        )
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_arg_key(v) for v in value))
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        if free_unbacked_symbols(value):
+            raise _NoKey
+        return ("sym", type(value).__name__, value.node.expr)
+    if value is None or isinstance(value, (bool, int, float, str, torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return (type(value).__name__, value)
+    raise _NoKey
+
+
+def _memo_key(op: OpOverload, args: tuple, kwargs: dict) -> tuple | None:
+    try:
+        return (op, _arg_key(args), tuple((k, _arg_key(v)) for k, v in sorted(kwargs.items())))
+    except _NoKey:
+        return None
+
+
+def _fresh_layouts(out, args: tuple, kwargs: dict) -> tuple | None:
+    """How to lay out ``out`` again (a tensor or a tuple of them): sizes, strides, dtype,
+    device; None unless every output is a fresh, non-view tensor with its own storage and
+    no data-dependent size."""
+    outputs = out if isinstance(out, tuple) else (out,)
+    inputs = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    storages = {t.untyped_storage()._cdata for t in inputs}
+    layouts = []
+    for t in outputs:
+        if not isinstance(t, torch.Tensor) or t._is_view() or t.requires_grad:
+            return None
+        if t.untyped_storage()._cdata in storages or t.layout is not torch.strided:
+            return None
+        try:
+            if _size_key(t.storage_offset()) != 0:
+                return None
+            for n in (*t.shape, *t.stride()):
+                _size_key(n)
+        except _NoKey:
+            return None
+        layouts.append((tuple(t.shape), tuple(t.stride()), t.dtype, t.device))
+    return (isinstance(out, tuple), tuple(layouts))
+
+
+def _fresh_like(layouts: tuple):
+    is_tuple, parts = layouts
+    made = tuple(torch.empty_strided(shape, stride, dtype=dtype, device=device) for shape, stride, dtype, device in parts)
+    return made if is_tuple else made[0]
 
 
 def _forget_internal_symbols(shape_env, pending: int, out) -> None:

@@ -179,3 +179,84 @@ def test_kept_whole_composites_expand_autograd_visible_and_return_no_history():
     for size in (2, 5, 9):  # 5: the size the guard used to exclude
         y = torch.randn(3, 3, size, 5)
         torch.testing.assert_close(ep.module()(y), model(y))
+
+
+# -- the symbolic memo ---------------------------------------------------------------------
+
+
+class Layers(torch.nn.Module):
+    """The same linear sizes again and again, as a transformer's layers call them; one
+    output is written to afterwards (memo outputs must be tensors of their own)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+        self.b = torch.nn.Linear(8, 8)
+        self.norm = torch.nn.LayerNorm(8)
+
+    def forward(self, x):
+        first = self.a(x)
+        second = self.a(x)
+        first.mul_(2)
+        y = self.norm(first + self.b(second))
+        return self.norm(self.b(y)), second
+
+
+def _dynamic_export(model, x, memo: bool, monkeypatch):
+    from exporter.trace import kernels
+
+    with monkeypatch.context() as patch:
+        if not memo:
+            patch.setattr(kernels, "_symbolic_memo", lambda fake_mode: None)
+        batch = torch.export.Dim("batch", min=2, max=64)
+        return exporter.export(model, (x,), dynamic_shapes=({0: batch, 1: torch.export.Dim.AUTO},))
+
+
+def test_repeated_composite_calls_are_laid_out_once_and_the_program_is_unchanged(monkeypatch):
+    from exporter.trace import kernels
+    from tests.support import graph_fingerprint
+
+    model, x = Layers(), torch.randn(3, 5, 8)
+    hits = []
+    fresh_like = kernels._fresh_like
+    monkeypatch.setattr(kernels, "_fresh_like", lambda layouts: hits.append(layouts) or fresh_like(layouts))
+    with_memo = _dynamic_export(model, x, True, monkeypatch)
+    assert hits, "no repeated call was served from the memo"
+    hits.clear()
+    without = _dynamic_export(model, x, False, monkeypatch)
+    assert not hits
+    assert graph_fingerprint(with_memo.graph_module) == graph_fingerprint(without.graph_module)
+    assert with_memo.range_constraints == without.range_constraints
+    for shape in ((3, 5, 8), (7, 2, 8)):
+        fresh = torch.randn(shape)
+        torch.testing.assert_close(with_memo.module()(fresh), model(fresh))
+
+
+class DataDependent(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        rows = x[x[:, 0] > 0]
+        return self.lin(rows).sum(0) + self.lin(rows).sum(0), self.lin(x) + self.lin(x)
+
+
+def test_data_dependent_sizes_are_never_served_from_the_memo(monkeypatch):
+    from exporter.trace import kernels
+
+    model, x = DataDependent(), torch.randn(6, 4)
+    x[:3, 0] = 1.0
+    served = []
+    fresh_like = kernels._fresh_like
+    monkeypatch.setattr(kernels, "_fresh_like", lambda layouts: served.append(layouts) or fresh_like(layouts))
+    program = exporter.export(model, (x,), dynamic_shapes=({0: torch.export.Dim("n", min=2, max=32)},))
+    from exporter._torch_internals import free_unbacked_symbols
+
+    # the second self.lin(x) is served; neither call on `rows` (a data-dependent length) is
+    assert len(served) == 1
+    assert all(not free_unbacked_symbols([shape, stride]) for layouts in served for shape, stride, _, _ in layouts[1])
+    for rows in (6, 9):
+        fresh = torch.randn(rows, 4)
+        fresh[::2, 0] = 1.0
+        torch.testing.assert_close(program.module()(fresh), model(fresh))
