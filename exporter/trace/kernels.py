@@ -224,10 +224,11 @@ def _fake_rule(op: OpOverload, original, active: Active):
 # the same composite on the same symbolic sizes again and again (every layer's
 # projections), so within one trace a call whose arguments have the same sizes, strides,
 # dtypes and values as an earlier one gets fresh outputs laid out as that one's.  Only when
-# nothing can differ: no data-dependent sizes in or out (each call gets its own), no real
-# values carried (draft traces), outputs fresh (no view, no storage shared with an
-# argument).  The first call recorded whatever guards the decomposition makes; a repeat
-# would record the same ones again.
+# nothing can differ: the same global settings a decomposition reads (``_settings_key``),
+# no data-dependent sizes in or out (each call gets its own), no real values carried
+# (draft traces), outputs fresh (no view, no storage shared with an argument).  The first
+# call recorded whatever guards the decomposition makes; a repeat would record the same
+# ones again.
 
 _MEMOS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -280,9 +281,23 @@ def _arg_key(value):
     raise _NoKey
 
 
+def _settings_key() -> tuple:
+    """The global settings a decomposition may read: the attention backends enabled
+    (``sdpa_kernel``), deterministic algorithms, the default dtype."""
+    cuda = torch.backends.cuda
+    return (
+        cuda.flash_sdp_enabled(),
+        cuda.math_sdp_enabled(),
+        cuda.mem_efficient_sdp_enabled(),
+        cuda.cudnn_sdp_enabled(),
+        torch.are_deterministic_algorithms_enabled(),
+        torch.get_default_dtype(),
+    )
+
+
 def _memo_key(op: OpOverload, args: tuple, kwargs: dict) -> tuple | None:
     try:
-        return (op, _arg_key(args), tuple((k, _arg_key(v)) for k, v in sorted(kwargs.items())))
+        return (op, _settings_key(), _arg_key(args), tuple((k, _arg_key(v)) for k, v in sorted(kwargs.items())))
     except _NoKey:
         return None
 

@@ -260,3 +260,28 @@ def test_data_dependent_sizes_are_never_served_from_the_memo(monkeypatch):
         fresh = torch.randn(rows, 4)
         fresh[::2, 0] = 1.0
         torch.testing.assert_close(program.module()(fresh), model(fresh))
+
+
+class TwoBackends(torch.nn.Module):
+    """The same attention call twice, the second under another backend choice."""
+
+    def forward(self, q):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        first = F.scaled_dot_product_attention(q, q, q)
+        with sdpa_kernel(SDPBackend.MATH):
+            second = F.scaled_dot_product_attention(q, q, q)
+        return first + second
+
+
+def test_a_repeat_under_other_global_settings_is_computed_again(monkeypatch):
+    from exporter.trace import kernels
+
+    served = []
+    fresh_like = kernels._fresh_like
+    monkeypatch.setattr(kernels, "_fresh_like", lambda layouts: served.append(layouts) or fresh_like(layouts))
+    model, q = TwoBackends(), torch.randn(2, 3, 5, 4)
+    program = exporter.export(model, (q,), dynamic_shapes=({0: torch.export.Dim("batch", min=2, max=8)},))
+    assert not served
+    fresh = torch.randn(5, 3, 5, 4)
+    torch.testing.assert_close(program.module()(fresh), model(fresh))
