@@ -361,17 +361,6 @@ def back_to_back(name: str, layers: int, exports: int) -> dict[str, Any]:
     return row
 
 
-_BACK_TO_BACK_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
-    ("model", lambda r: r["model"]),
-    ("layers", lambda r: str(r["layers"])),
-    ("exporter s/export", lambda r: f"{r['exporter_wall_s']:.3f}"),
-    ("median", lambda r: f"{r['exporter_median_s']:.3f}"),
-    ("max", lambda r: f"{r['exporter_max_s']:.3f}"),
-    ("oracle s/export", lambda r: f"{r['oracle_wall_s']:.3f}"),
-    ("median", lambda r: f"{r['oracle_median_s']:.3f}"),
-    ("max", lambda r: f"{r['oracle_max_s']:.3f}"),
-    ("ratio", lambda r: f"{r['ratio']:.2f}"),
-]
 
 
 def _rss_mb() -> float:
@@ -421,6 +410,14 @@ _EXPORT_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("x floor", lambda r: f"{r['x_floor']:.2f}"),
     ("peak MB exp/oracle", _peaks),
 ]
+def _per_export(tool: str) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
+    return [(title, lambda r, key=f"{tool}_{key}": f"{r[key]:.3f}")
+            for title, key in ((f"{tool} s/export", "wall_s"), ("median", "median_s"), ("max", "max_s"))]
+
+
+_BACK_TO_BACK_COLUMNS = [*_EXPORT_COLUMNS[:2], *_per_export("exporter"), *_per_export("oracle"),
+                         ("ratio", lambda r: f"{r['ratio']:.2f}")]
+
 _DYNAMIC_COLUMNS = [
     *_EXPORT_COLUMNS[:7],
     ("x static", lambda r: f"{r['x_static']:.2f}"),

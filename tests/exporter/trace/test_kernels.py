@@ -202,6 +202,17 @@ class Layers(torch.nn.Module):
         return self.norm(self.b(y)), second
 
 
+@pytest.fixture
+def served(monkeypatch):
+    """The layouts the symbolic memo served, one entry per call it answered."""
+    from exporter.trace import kernels
+
+    answered = []
+    fresh_like = kernels._fresh_like
+    monkeypatch.setattr(kernels, "_fresh_like", lambda layouts: answered.append(layouts) or fresh_like(layouts))
+    return answered
+
+
 def _dynamic_export(model, x, memo: bool, monkeypatch):
     from exporter.trace import kernels
 
@@ -212,19 +223,15 @@ def _dynamic_export(model, x, memo: bool, monkeypatch):
         return exporter.export(model, (x,), dynamic_shapes=({0: batch, 1: torch.export.Dim.AUTO},))
 
 
-def test_repeated_composite_calls_are_laid_out_once_and_the_program_is_unchanged(monkeypatch):
-    from exporter.trace import kernels
+def test_repeated_composite_calls_are_laid_out_once_and_the_program_is_unchanged(served, monkeypatch):
     from tests.support import graph_fingerprint
 
     model, x = Layers(), torch.randn(3, 5, 8)
-    hits = []
-    fresh_like = kernels._fresh_like
-    monkeypatch.setattr(kernels, "_fresh_like", lambda layouts: hits.append(layouts) or fresh_like(layouts))
     with_memo = _dynamic_export(model, x, True, monkeypatch)
-    assert hits, "no repeated call was served from the memo"
-    hits.clear()
+    assert served, "no repeated call was served from the memo"
+    served.clear()
     without = _dynamic_export(model, x, False, monkeypatch)
-    assert not hits
+    assert not served
     assert graph_fingerprint(with_memo.graph_module) == graph_fingerprint(without.graph_module)
     assert with_memo.range_constraints == without.range_constraints
     for shape in ((3, 5, 8), (7, 2, 8)):
@@ -242,14 +249,9 @@ class DataDependent(torch.nn.Module):
         return self.lin(rows).sum(0) + self.lin(rows).sum(0), self.lin(x) + self.lin(x)
 
 
-def test_data_dependent_sizes_are_never_served_from_the_memo(monkeypatch):
-    from exporter.trace import kernels
-
+def test_data_dependent_sizes_are_never_served_from_the_memo(served):
     model, x = DataDependent(), torch.randn(6, 4)
     x[:3, 0] = 1.0
-    served = []
-    fresh_like = kernels._fresh_like
-    monkeypatch.setattr(kernels, "_fresh_like", lambda layouts: served.append(layouts) or fresh_like(layouts))
     program = exporter.export(model, (x,), dynamic_shapes=({0: torch.export.Dim("n", min=2, max=32)},))
     from exporter._torch_internals import free_unbacked_symbols
 
@@ -274,12 +276,7 @@ class TwoBackends(torch.nn.Module):
         return first + second
 
 
-def test_a_repeat_under_other_global_settings_is_computed_again(monkeypatch):
-    from exporter.trace import kernels
-
-    served = []
-    fresh_like = kernels._fresh_like
-    monkeypatch.setattr(kernels, "_fresh_like", lambda layouts: served.append(layouts) or fresh_like(layouts))
+def test_a_repeat_under_other_global_settings_is_computed_again(served):
     model, q = TwoBackends(), torch.randn(2, 3, 5, 4)
     program = exporter.export(model, (q,), dynamic_shapes=({0: torch.export.Dim("batch", min=2, max=8)},))
     assert not served
