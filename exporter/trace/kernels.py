@@ -247,13 +247,10 @@ class _NoKey(Exception):
 
 
 def _size_key(value):
-    if isinstance(value, torch.SymInt):
-        expr = value.node.expr
-        if free_unbacked_symbols(value):
-            raise _NoKey
-        return ("s", expr)
     if type(value) is int:
         return value
+    if isinstance(value, torch.SymInt) and not free_unbacked_symbols(value):
+        return ("s", value.node.expr)
     raise _NoKey
 
 
