@@ -267,6 +267,71 @@ def test_training_regions_are_recorded_as_make_fx_records_them(why_make_fx):
     assert torch.ops.aten.linear.default in targets and torch.ops.aten.add_.Tensor in targets
 
 
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+class TrainingCases(torch.nn.Module):
+    """What the training IR keeps as written: one behaviour per ``kind``."""
+
+    def __init__(self, kind: str):
+        super().__init__()
+        self.kind = kind
+        self.lin = torch.nn.Linear(3, 3)
+        self.drop = torch.nn.Dropout(0.5)
+        self.register_buffer("buf", torch.zeros(3))
+
+    def forward(self, x):
+        if self.kind == "custom-function":
+            return Square.apply(self.lin(x))
+        if self.kind == "grad-calls":
+            torch.set_grad_enabled(False)
+            a = self.lin(x)
+            torch.set_grad_enabled(True)
+            with torch.no_grad(), torch.enable_grad():
+                return a + self.lin(x)
+        if self.kind == "inference-mode":
+            with torch.inference_mode():
+                a = x * 2
+            return self.lin(x) + a.clone()
+        if self.kind == "nested-autocast":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                a = self.lin(x)
+                with torch.autocast("cpu", enabled=False):
+                    b = self.lin(x.float())
+            return a.float() + b
+        if self.kind == "dropout":
+            return self.drop(self.lin(x))
+        if self.kind == "write-to-input-view":
+            x[0].add_(1)
+            return x * 2
+        if self.kind == "buffer-assigned":
+            self.buf = x.sum(0) * 2
+            return x + self.buf
+        if self.kind == "checkpoint":
+            return torch.utils.checkpoint.checkpoint(self.lin, x, use_reentrant=False)
+        raise AssertionError(self.kind)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["custom-function", "grad-calls", "inference-mode", "nested-autocast", "dropout", "write-to-input-view",
+     "buffer-assigned", "checkpoint"],
+)
+def test_training_cases_are_recorded_as_make_fx_records_them(kind, why_make_fx):
+    recorded, by_make_fx = _both(TrainingCases(kind).train(), (torch.randn(2, 3),), None, training=True)
+    assert not why_make_fx
+    assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
+
+
 class Vmapped(torch.nn.Module):
     def forward(self, x):
         return torch.vmap(torch.sin)(x)
