@@ -147,6 +147,7 @@ __all__ = [
     "op_implementation_dirs",
     "proxy_tensor",
     "raw_expr",
+    "fresh_symint",
     "record_module_calls",
     "register_flatten_spec",
     "reparametrize_module",
@@ -447,6 +448,13 @@ def is_compiled_module(module: torch.nn.Module) -> bool:
         return True
     eval_frame = sys.modules.get("torch._dynamo.eval_frame")
     return eval_frame is not None and isinstance(module, eval_frame.OptimizedModule)
+
+
+def fresh_symint(size: torch.SymInt) -> torch.SymInt:
+    """A new SymInt equal to ``size`` (same expression, hint and ShapeEnv) that is a distinct
+    object: make_fx tracks each size object once, from the first tensor it sees it in."""
+    node = size.node
+    return torch.SymInt(node.with_shape_env(node.shape_env))
 
 
 def raw_expr(size: torch.SymInt) -> Any:

@@ -45,6 +45,7 @@ from .._torch_internals import (
     call_at_key,
     composite_registrations,
     free_unbacked_symbols,
+    fresh_symint,
     has_composite_kernel,
     runtime_check,
     should_decompose_because_unsafe,
@@ -201,7 +202,7 @@ def _fake_rule(op: OpOverload, original, active: Active):
             layouts = memo.get(key)
             if layouts is not None:
                 with fake_mode:
-                    return _fresh_like(layouts)
+                    return _fresh_like(layouts, args, kwargs)
         pending = len(shape_env.pending_fresh_unbacked_symbols) if shape_env is not None else 0
         with fake_mode:
             out = compute(*args, **kwargs)
@@ -299,13 +300,28 @@ def _memo_key(op: OpOverload, args: tuple, kwargs: dict) -> tuple | None:
         return None
 
 
+def _input_sizes(args: tuple, kwargs: dict) -> list[torch.SymInt]:
+    """Every symbolic size the arguments carry, in an order fixed by the memo key."""
+    found = []
+    for value in pytree.tree_leaves((args, kwargs)):
+        if isinstance(value, torch.Tensor):
+            found.extend(n for n in (*value.shape, *value.stride(), value.storage_offset()) if isinstance(n, torch.SymInt))
+        elif isinstance(value, torch.SymInt):
+            found.append(value)
+    return found
+
+
 def _fresh_layouts(out, args: tuple, kwargs: dict) -> tuple | None:
     """How to lay out ``out`` again (a tensor or a tuple of them): sizes, strides, dtype,
     device; None unless every output is a fresh, non-view tensor with its own storage and
-    no data-dependent size."""
+    no data-dependent size.  A symbolic size is kept as the position of the argument size
+    it is (the same object: make_fx tracks each size object once) or as a size to copy."""
     outputs = out if isinstance(out, tuple) else (out,)
     inputs = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
     storages = {t.untyped_storage()._cdata for t in inputs}
+    positions = {}
+    for i, size in enumerate(_input_sizes(args, kwargs)):
+        positions.setdefault(id(size.node), i)
     layouts = []
     for t in outputs:
         if not isinstance(t, torch.Tensor) or t._is_view() or t.requires_grad:
@@ -319,13 +335,37 @@ def _fresh_layouts(out, args: tuple, kwargs: dict) -> tuple | None:
                 _size_key(n)
         except _NoKey:
             return None
-        layouts.append((tuple(t.shape), tuple(t.stride()), t.dtype, t.device))
+
+        def recipe(n):
+            if isinstance(n, torch.SymInt):
+                position = positions.get(id(n.node))
+                return ("argument", position) if position is not None else ("copy", n)
+            return n
+
+        layouts.append((tuple(map(recipe, t.shape)), tuple(map(recipe, t.stride())), t.dtype, t.device))
     return (isinstance(out, tuple), tuple(layouts))
 
 
-def _fresh_like(layouts: tuple):
+def _fresh_like(layouts: tuple, args: tuple, kwargs: dict):
     is_tuple, parts = layouts
-    made = tuple(torch.empty_strided(shape, stride, dtype=dtype, device=device) for shape, stride, dtype, device in parts)
+    sizes = _input_sizes(args, kwargs)
+    copies: dict[int, torch.SymInt] = {}  # one copy per size object, as the first call had
+
+    def size(n):
+        if not isinstance(n, tuple):
+            return n
+        kind, value = n
+        if kind == "argument":
+            return sizes[value]
+        copy = copies.get(id(value.node))
+        if copy is None:
+            copy = copies[id(value.node)] = fresh_symint(value)
+        return copy
+
+    made = tuple(
+        torch.empty_strided(tuple(map(size, shape)), tuple(map(size, stride)), dtype=dtype, device=device)
+        for shape, stride, dtype, device in parts
+    )
     return made if is_tuple else made[0]
 
 

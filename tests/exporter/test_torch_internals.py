@@ -152,3 +152,17 @@ def test_autograd_visible_undoes_below_autograd_for_its_block():
     with torch.no_grad(), internals.autograd_visible():
         assert torch.is_grad_enabled()
     assert torch.is_grad_enabled()
+
+
+def test_fresh_symint_is_an_equal_size_of_its_own():
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    from exporter._torch_internals import FakeTensorMode, StatelessSymbolicContext, DimDynamic, fresh_symint
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    x = mode.from_tensor(torch.randn(3, 4), symbolic_context=StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * 2))
+    size = x.shape[0] * 2
+    copy = fresh_symint(size)
+    assert copy is not size and copy.node is not size.node
+    assert copy.node.expr == size.node.expr and copy.node.shape_env is size.node.shape_env
+    assert copy.node.hint == 6

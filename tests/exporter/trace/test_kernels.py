@@ -209,7 +209,7 @@ def served(monkeypatch):
 
     answered = []
     fresh_like = kernels._fresh_like
-    monkeypatch.setattr(kernels, "_fresh_like", lambda layouts: answered.append(layouts) or fresh_like(layouts))
+    monkeypatch.setattr(kernels, "_fresh_like", lambda layouts, *a: answered.append(layouts) or fresh_like(layouts, *a))
     return answered
 
 
@@ -282,3 +282,31 @@ def test_a_repeat_under_other_global_settings_is_computed_again(served):
     assert not served
     fresh = torch.randn(5, 3, 5, 4)
     torch.testing.assert_close(program.module()(fresh), model(fresh))
+
+
+class PaddedTwice(torch.nn.Module):
+    """A kept composite whose output has a size of its own (the padded length, computed),
+    called twice; later code reads both outputs' sizes."""
+
+    def forward(self, x):
+        a = F.pad(x, (1, 1))
+        b = F.pad(x, (1, 1))
+        return a.reshape(a.shape[0] * a.shape[1]), b.reshape(b.shape[0] * b.shape[1])
+
+
+def test_a_served_output_gets_size_objects_of_its_own(served, monkeypatch):
+    """make_fx reads each size object once, from the first tensor it met it in: a served
+    output reusing the first call's computed sizes would read them from the first output."""
+    from exporter.trace import kernels
+    from tests.support import graph_fingerprint
+
+    model, x = PaddedTwice(), torch.randn(3, 5)
+    spec = ({0: torch.export.Dim("rows", min=2, max=16), 1: torch.export.Dim("cols", min=2, max=16)},)
+    with_memo = exporter.export(model, (x,), dynamic_shapes=spec)
+    assert served
+    with monkeypatch.context() as patch:
+        patch.setattr(kernels, "_symbolic_memo", lambda fake_mode: None)
+        without = exporter.export(model, (x,), dynamic_shapes=spec)
+    assert graph_fingerprint(with_memo.graph_module) == graph_fingerprint(without.graph_module)
+    fresh = torch.randn(4, 7)
+    torch.testing.assert_close(with_memo.module()(fresh), model(fresh))
