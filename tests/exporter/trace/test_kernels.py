@@ -6,6 +6,7 @@ import torch.nn.functional as F
 
 import exporter
 from exporter._torch_internals import COMPOSITE_KEY, FakeTensorMode, make_fx
+from tests.e2e.cases import TRANSFORMER_CASES
 from exporter.trace.kernels import (
     AUTOGRAD_KEYS,
     checked_conversion,
@@ -310,3 +311,29 @@ def test_a_served_output_gets_size_objects_of_its_own(served, monkeypatch):
     assert graph_fingerprint(with_memo.graph_module) == graph_fingerprint(without.graph_module)
     fresh = torch.randn(4, 7)
     torch.testing.assert_close(with_memo.module()(fresh), model(fresh))
+
+
+def _text_dims(kwargs):
+    """Batch shared; one sequence Dim per example length (T5's decoder has its own)."""
+    batch = torch.export.Dim("batch", min=2, max=16)
+    lengths = {}
+    for name, value in kwargs.items():
+        lengths.setdefault(value.shape[1], torch.export.Dim(f"seq{len(lengths)}", min=2, max=32))
+    return {name: {0: batch, 1: lengths[value.shape[1]]} for name, value in kwargs.items()}
+
+
+@pytest.mark.parametrize("case", TRANSFORMER_CASES, ids=lambda c: c.name)
+def test_transformers_programs_are_the_same_with_and_without_the_memo(case, served, monkeypatch):
+    """Batch and sequence dynamic: the program and its ranges do not depend on the memo."""
+    from exporter.trace import kernels
+    from tests.support import graph_fingerprint
+
+    model = case.make_model()
+    _, kwargs = case.make_inputs(0)
+    with_memo = exporter.export(model, (), kwargs, dynamic_shapes=_text_dims(kwargs))
+    assert served
+    with monkeypatch.context() as patch:
+        patch.setattr(kernels, "_symbolic_memo", lambda fake_mode: None)
+        without = exporter.export(model, (), kwargs, dynamic_shapes=_text_dims(kwargs))
+    assert graph_fingerprint(with_memo.graph_module) == graph_fingerprint(without.graph_module)
+    assert with_memo.range_constraints == without.range_constraints
