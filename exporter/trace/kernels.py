@@ -301,9 +301,10 @@ def _memo_key(op: OpOverload, args: tuple, kwargs: dict) -> tuple | None:
 
 
 def _input_sizes(args: tuple, kwargs: dict) -> list[torch.SymInt]:
-    """Every symbolic size the arguments carry, in an order fixed by the memo key."""
+    """Every symbolic size the arguments carry, in the order the memo key lists them
+    (keyword arguments by name)."""
     found = []
-    for value in pytree.tree_leaves((args, kwargs)):
+    for value in pytree.tree_leaves((args, sorted(kwargs.items()))):
         if isinstance(value, torch.Tensor):
             found.extend(n for n in (*value.shape, *value.stride(), value.storage_offset()) if isinstance(n, torch.SymInt))
         elif isinstance(value, torch.SymInt):
