@@ -24,7 +24,7 @@ from .trace import trace
 from .trace.call_signatures import recording_calls
 from .trace.draft import mark_checked
 from .trace.explain import eager_failure, user_location
-from .trace.patches import gc_paused
+from .trace.patches import gc_paused, program_code_deferred
 
 __all__ = ["IR_LEVELS", "export", "export_timed", "run_passes"]
 
@@ -210,7 +210,8 @@ def export_timed(
     timer.lap("passes")
     state.range_constraints = range_constraints(state)
     try:
-        program = build_program(state)
+        with program_code_deferred():
+            program = build_program(state)
     except Exception as e:
         raise VerificationError(
             f"torch rejected the program: {type(e).__name__}: {e}",

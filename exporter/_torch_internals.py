@@ -131,6 +131,8 @@ __all__ = [
     "load_what_shape_envs_load",
     "make_fx",
     "graph_module_of",
+    "lazy_graph_module",
+    "program_module_factory",
     "node_name_for",
     "snapshot_fake",
     "fake_value_of",
@@ -376,6 +378,22 @@ def graph_module_of(root: torch.nn.Module, graph: torch.fx.Graph) -> torch.fx.Gr
     from torch.fx._lazy_graph_module import _make_graph_module
 
     return _make_graph_module(root, graph)
+
+
+def program_module_factory() -> tuple[Any, str]:
+    """Where ``ExportedProgram.__init__`` finds the function that wraps its graph in a graph
+    module: (module, attribute name)."""
+    import torch.export.exported_program as exported_program
+
+    return exported_program, "_create_graph_module_for_export"
+
+
+def lazy_graph_module(root: torch.nn.Module, graph: torch.fx.Graph) -> torch.fx.GraphModule:
+    """A graph module over ``graph`` that generates and compiles its Python code on first
+    use (torch.fx's ``_LazyGraphModule``, as inductor makes its graph modules)."""
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    return _LazyGraphModule(root, graph)
 
 
 def node_name_for(graph: torch.fx.Graph, name: str) -> str:

@@ -68,6 +68,12 @@ pipeline)                              full-heap collections, each a scan of eve
                                        with transformers loaded); the export's own
                                        cyclic garbage is all young when the collector
                                        resumes, and goes in its next young collection
+the program's graph module compiled    (none: ``ExportedProgram.__init__`` generates and
+on first use (``program_code_          compiles the graph's Python code at once) most
+deferred``, entered by the pipeline    programs are saved, lowered or unflattened, none of
+around ``ExportedProgram``)            which runs that code; the first call, ``.code`` or
+                                       ``print`` compiles it, as torch.fx's
+                                       ``_LazyGraphModule`` does for inductor
 =====================================  ================================================
 
 **Other threads.**  A serving process may run eager models, FakeTensorMode computations or
@@ -87,7 +93,8 @@ kernel tables, fake rules,             nothing: ``py_kernels`` are shared, but t
 the draft check, the higher-order-op   compiles
 compile hook, ``is_exporting()``, the
 fast recorder's ``nn.Module.__call__``
-and ``HigherOrderOperator.__call__``
+and ``HigherOrderOperator.__call__``,
+the program's graph-module factory
 grad mode, the Python dispatcher,      nothing: thread-local state in torch's C++
 the autocast cache
 Dynamo and functorch config            nothing: torch 2.13's ``ConfigModule`` keeps
@@ -156,6 +163,8 @@ from .._torch_internals import (
     fake_utils,
     fx_tracing_flag,
     forget_compiled,
+    lazy_graph_module,
+    program_module_factory,
     free_unbacked_symbols,
     hop_compile_module,
     load_what_shape_envs_load,
@@ -185,6 +194,7 @@ __all__ = [
     "buffer_writes",
     "fast_recording",
     "gc_paused",
+    "program_code_deferred",
     "tracing_patches",
 ]
 
@@ -214,6 +224,46 @@ def gc_paused() -> Iterator[None]:
             _gc_pausers -= 1
             if _gc_pausers == 0 and _gc_was_enabled:
                 gc.enable()
+
+
+_DEFER_LOCK = threading.Lock()
+_deferring: dict[int, int] = {}
+"""Thread id -> how many ``program_code_deferred`` blocks it is in."""
+_eager_program_module: Callable | None = None
+"""torch's graph-module factory for programs, while ours is installed."""
+
+
+def _program_module(root, graph):
+    if threading.get_ident() in _deferring:
+        return lazy_graph_module(root, graph)
+    return _eager_program_module(root, graph)
+
+
+@contextlib.contextmanager
+def program_code_deferred() -> Iterator[None]:
+    """Within the block, an ``ExportedProgram`` made in this thread holds a graph module that
+    generates and compiles its Python code when first called or read (see the module doc);
+    in other threads programs are made as torch makes them.  Blocks may overlap across
+    threads: the first in installs the factory, the last out puts torch's back."""
+    global _eager_program_module
+    owner, name = program_module_factory()
+    thread = threading.get_ident()
+    with _DEFER_LOCK:
+        if not _deferring:
+            _eager_program_module = getattr(owner, name)
+            setattr(owner, name, _program_module)
+        _deferring[thread] = _deferring.get(thread, 0) + 1
+    try:
+        yield
+    finally:
+        with _DEFER_LOCK:
+            _deferring[thread] -= 1
+            if not _deferring[thread]:
+                del _deferring[thread]
+            if not _deferring:
+                setattr(owner, name, _eager_program_module)
+                _eager_program_module = None
+
 
 _THIS_THREAD = threading.local()
 """``tracing`` is True in the thread whose trace installed the patches."""

@@ -82,3 +82,47 @@ def test_program_is_a_genuine_exported_program_that_round_trips(tmp_path):
     # downstream lowering accepts it unchanged
     core = ep.run_decompositions()
     torch.testing.assert_close(core.module()(x), model(x))
+
+
+class WritesBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.register_buffer("seen", torch.zeros(3))
+
+    def forward(self, x):
+        self.seen.add_(x.sum(0))
+        return self.lin(x).relu()
+
+
+def test_the_programs_graph_module_makes_its_code_when_first_used(monkeypatch, tmp_path):
+    """Building the program generates no Python code for its graph; calling the graph module,
+    reading ``.code``, printing, copying and saving all work and make it then."""
+    import copy
+
+    coded = []
+    python_code = torch.fx.Graph.python_code
+
+    def spy(graph, *args, **kwargs):
+        coded.append(graph)
+        return python_code(graph, *args, **kwargs)
+
+    monkeypatch.setattr(torch.fx.Graph, "python_code", spy)
+    model, x = WritesBuffer(), torch.randn(4, 3)
+    ep = exporter.export(model, (x,))
+    assert not any(graph is ep.graph for graph in coded)
+
+    state = [ep.state_dict.get(s.target, ep.constants.get(s.target)) for s in ep.graph_signature.input_specs[:-1]]
+    seen = model.seen.clone()
+    new_seen, out = ep.graph_module(*state, x)
+    assert any(graph is ep.graph for graph in coded)
+    torch.testing.assert_close(new_seen, seen + x.sum(0))
+    torch.testing.assert_close(out, model.lin(x).relu())
+    assert "def forward" in ep.graph_module.code and "aten.linear.default" in str(ep)
+
+    fresh = exporter.export(model, (x,))  # never used: copied and saved before any call
+    copied = copy.deepcopy(fresh)
+    torch.testing.assert_close(copied.graph_module(*state, x)[1], out)
+    torch.export.save(fresh, tmp_path / "m.pt2")
+    torch.testing.assert_close(torch.export.load(tmp_path / "m.pt2").module()(x), model.lin(x).relu())
+    torch.testing.assert_close(fresh.run_decompositions().module()(x), model.lin(x).relu())

@@ -597,3 +597,65 @@ def test_overlapping_pauses_resume_the_collector_when_the_last_one_ends():
     worker.join(30)
     assert states == [("main out", False), ("other out", True)]
     assert gc.isenabled()
+
+
+# -- the program's graph module ------------------------------------------------------------
+
+
+def _program_module(graph_module):
+    """What ExportedProgram.__init__ wraps ``graph_module``'s graph in, as it calls it."""
+    import torch.export.exported_program as exported_program
+
+    return exported_program._create_graph_module_for_export(graph_module, graph_module.graph)
+
+
+def _has_code(graph_module) -> bool:
+    return "_code" in graph_module.__dict__
+
+
+def test_a_program_made_in_the_block_compiles_its_code_on_first_use_and_torchs_factory_returns_after():
+    import torch.export.exported_program as exported_program
+
+    from exporter.trace.patches import program_code_deferred
+
+    factory = exported_program._create_graph_module_for_export
+    traced = torch.fx.symbolic_trace(torch.nn.Linear(2, 2))
+    with program_code_deferred():
+        with program_code_deferred():  # nested: the inner block's end keeps the outer's factory
+            pass
+        made = _program_module(traced)
+        assert not _has_code(made)
+    assert exported_program._create_graph_module_for_export is factory
+    x = torch.randn(3, 2)
+    torch.testing.assert_close(made(x), traced(x))
+    assert _has_code(made) and "linear" in made.code
+    assert _has_code(_program_module(traced)), "outside the block, torch's own factory"
+
+
+def test_another_threads_programs_compile_at_once_while_the_block_is_open_and_blocks_overlap():
+    import torch.export.exported_program as exported_program
+
+    from exporter.trace.patches import program_code_deferred
+
+    factory = exported_program._create_graph_module_for_export
+    traced = torch.fx.symbolic_trace(torch.nn.Linear(2, 2))
+    inside, leave, made = threading.Event(), threading.Event(), {}
+
+    def other():
+        made["plain"] = _program_module(traced)
+        with program_code_deferred():
+            inside.set()
+            leave.wait(30)
+            made["deferred"] = _program_module(traced)
+
+    with program_code_deferred():
+        worker = threading.Thread(target=other)
+        worker.start()
+        assert inside.wait(30)
+    # this thread's block ended first: the other thread's is still open
+    assert exported_program._create_graph_module_for_export is not factory
+    assert _has_code(_program_module(traced)), "a thread outside every block"
+    leave.set()
+    worker.join(30)
+    assert _has_code(made["plain"]) and not _has_code(made["deferred"])
+    assert exported_program._create_graph_module_for_export is factory
