@@ -68,6 +68,7 @@ from .stacks import user_stack_trace
 __all__ = ["CannotRecord", "Recorder", "record", "traced_graph", "traced_node"]
 
 _DEVICE = torch.ops.prim.device.default
+_META = torch.device("meta")
 _LIFT_FRESH = torch.ops.aten.lift_fresh.default
 _LIFT_FRESH_COPY = torch.ops.aten.lift_fresh_copy.default
 _IS_NONZERO = torch.ops.aten.is_nonzero.default
@@ -85,6 +86,14 @@ class Recorder(TorchDispatchMode):
 
     EXPANDS_COMPOSITES = True
     """Below autograd, a composite op reaching the mode is expanded as make_fx expands it."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ so that Dynamo never compiles inside it.
+        # No Dynamo frame is active in a trace (torch.compile runs code uncompiled while
+        # is_compiling() is True), and the wrapper costs two frame-hook swaps and an
+        # is_exporting() call on every op, twice over with the device queries.
+        return False
 
     def __init__(
         self, root: torch.nn.Module, on_node: NodeHook | None, shape_env: Any = None, dispatch_key: Any = None
@@ -237,9 +246,15 @@ class Recorder(TorchDispatchMode):
     # -- the mode ------------------------------------------------------------------------
 
     def __torch_dispatch__(self, func, types, args, kwargs=None):
-        kwargs = kwargs or {}
         if func is _DEVICE:
-            return func(*args, **kwargs)
+            # Every tensor method called from Python asks its tensor's device (the binding's
+            # device guard), which a fake tensor answers through the modes: answered here as
+            # the fake mode's device handler would, without the trip through it.
+            tensor = args[0] if len(args) == 1 and not kwargs else None
+            if type(tensor) is FakeTensor:
+                return _META if tensor.fake_mode.in_kernel_invocation else tensor.fake_device
+            return func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
         if self.refused is not None:
             raise CannotRecord(self.refused)
         expands, reads_value, name, exact_strides = self._ops.get(func) or self._op(func)

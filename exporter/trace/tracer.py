@@ -204,13 +204,18 @@ class _WriteWatch:
     """The top-level graph: the first node the watch sees is one of its placeholders."""
     written: set[torch.fx.Node] = attrs.field(factory=set)
     """The nodes recorded out of place: the values of tensors written so far."""
+    _writers: dict[Any, bool] = attrs.field(factory=dict)
+    """target -> whether it writes (``_writes``), worked out once per target and trace."""
 
     def __call__(self, node: torch.fx.Node) -> None:
         if self.graph is None:
             self.graph = node.graph
         if self.functionalized or node.op != "call_function":
             return
-        if not _writes(node.target):
+        writes = self._writers.get(node.target)
+        if writes is None:
+            writes = self._writers[node.target] = _writes(node.target)
+        if not writes:
             # Functionalization replays each new view of a written tensor from its base
             # when the view is first used, adding view nodes this trace would not have.
             viewing = not isinstance(node.target, OpOverload) or _aliases(node.target)

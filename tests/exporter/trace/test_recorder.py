@@ -359,3 +359,45 @@ def test_training_trace_leaves_no_mode_behind():
 
 def test_cannot_record_is_internal():
     assert not issubclass(CannotRecord, exporter.ExportError)
+
+
+class AsksDevices(torch.nn.Module):
+    """Reads its tensors' devices from Python and passes them on, as models do (no
+    kept-whole composite: their fake rules run below the recorder and ask the fake mode)."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.randn(3))
+
+    def forward(self, x):
+        y = x * self.scale.to(x.device)
+        mask = torch.ones(y.shape, device=y.device, dtype=torch.bool)
+        return y.masked_fill(mask.logical_not(), 0.0), str(y.device)
+
+
+@IRS
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_device_queries_are_answered_by_the_recorder_as_the_fake_mode_answers_them(training, device, monkeypatch):
+    """A Python tensor method asks its tensor's device through the dispatch modes; the
+    inference recorder answers for fake tensors (the fake mode is never asked) with the same
+    graph.  (The training recorder sits at the pre-dispatch key, which device queries pass by.)"""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    asked = []
+    dispatch = FakeTensorMode.dispatch
+
+    def spy(self, func, *args, **kwargs):
+        if func is torch.ops.prim.device.default:
+            asked.append(func)
+        return dispatch(self, func, *args, **kwargs)
+
+    model = AsksDevices().to(device)
+    x = torch.randn(2, 3, device=device)
+    monkeypatch.setattr(FakeTensorMode, "dispatch", spy)
+    recorded = trace(model, bind_inputs(model, (x,), None), training=training)
+    assert training or not asked
+    asked.clear()
+    by_make_fx = trace(model, bind_inputs(model, (x,), None), use_recorder=False, training=training)
+    assert asked, "make_fx's trace asks the fake mode"
+    assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
+    assert recorded.gm.graph.output_node().args[0][-1] == device
