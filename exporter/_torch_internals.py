@@ -131,6 +131,10 @@ __all__ = [
     "load_what_shape_envs_load",
     "make_fx",
     "graph_module_of",
+    "active_fake_mode",
+    "fake_cache_would_serve",
+    "default_device",
+    "fake_like",
     "lazy_graph_module",
     "program_module_factory",
     "node_name_for",
@@ -378,6 +382,42 @@ def graph_module_of(root: torch.nn.Module, graph: torch.fx.Graph) -> torch.fx.Gr
     from torch.fx._lazy_graph_module import _make_graph_module
 
     return _make_graph_module(root, graph)
+
+
+def active_fake_mode() -> FakeTensorMode | None:
+    """The fake mode on the dispatch-mode stack, if one is."""
+    return torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
+
+
+def default_device() -> torch.device:
+    """The device factory calls default to (``torch.set_default_device``)."""
+    return torch._C._get_default_device()
+
+
+def fake_cache_would_serve(mode: FakeTensorMode, func: OpOverload, args: tuple, kwargs: dict) -> bool:
+    """Whether the fake-tensor cache accepts a call of ``func`` on these arguments as
+    cacheable (its per-op rules: no data-dependent or dynamic output shape, no in-place
+    view change, no lift, built-in ops only, ...)."""
+    from torch._subclasses.fake_tensor import _BypassDispatchCache
+
+    try:
+        mode._validate_cache_key(func, args, kwargs)
+    except _BypassDispatchCache:
+        return False
+    return True
+
+
+def fake_like(
+    mode: FakeTensorMode, shape: tuple[int, ...], stride: tuple[int, ...], dtype: torch.dtype, device: torch.device,
+    requires_grad: bool,
+) -> FakeTensor:
+    """A fake tensor of this layout with storage of its own, as the fake-tensor cache makes
+    one on a hit."""
+    from torch._subclasses.fake_tensor import in_kernel_invocation_manager
+
+    with in_kernel_invocation_manager(mode):
+        empty = torch.empty_strided(shape, stride, dtype=dtype, device="meta", requires_grad=requires_grad)
+    return FakeTensor(mode, empty, device)
 
 
 def program_module_factory() -> tuple[Any, str]:

@@ -19,6 +19,7 @@ import torch
 import exporter
 from exporter.inputs import bind_inputs
 from exporter.trace import trace
+from exporter._torch_internals import FakeTensor
 from exporter.trace.recorder import CannotRecord, traced_graph, traced_node
 from tests.e2e.cases import CASES, TRANSFORMER_CASES
 from tests.parity.run import load
@@ -401,3 +402,114 @@ def test_device_queries_are_answered_by_the_recorder_as_the_fake_mode_answers_th
     assert asked, "make_fx's trace asks the fake mode"
     assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
     assert recorded.gm.graph.output_node().args[0][-1] == device
+
+
+# -- the recorder's memo of fake results -----------------------------------------------------
+
+
+@pytest.fixture
+def fake_calls(monkeypatch):
+    """The ops the fake mode itself was asked to run (device queries left out)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    calls: list = []
+    dispatch = FakeTensorMode.dispatch
+
+    def spy(self, func, *args, **kwargs):
+        if func is not torch.ops.prim.device.default:
+            calls.append(func)
+        return dispatch(self, func, *args, **kwargs)
+
+    monkeypatch.setattr(FakeTensorMode, "dispatch", spy)
+    return calls
+
+
+def _recorder_in(mode):
+    from exporter.trace.recorder import Recorder
+
+    recorder = Recorder(torch.nn.Module(), None)
+    recorder.fake_mode = mode
+    return recorder
+
+
+def test_a_repeated_call_is_served_from_the_memo_as_the_fake_cache_would_serve_it(fake_calls):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode()
+    recorder = _recorder_in(mode)
+    x, w = mode.from_tensor(torch.randn(4, 6)), mode.from_tensor(torch.randn(6))
+    add, view = torch.ops.aten.add.Tensor, torch.ops.aten.view.default
+    with mode:
+        first = recorder._served(add, (x, w), {})
+        computed = len(fake_calls)
+        again = recorder._served(add, (x, w), {})
+        assert len(fake_calls) == computed
+        viewed = [recorder._served(view, (x, [24]), {}) for _ in range(2)]
+    assert fake_calls.count(add) == 1
+    # a view is always computed: its result is a view of its argument, which a remade one is not
+    assert fake_calls.count(view) == 2 and all(v._is_view() and v._base is x for v in viewed)
+    assert type(again) is FakeTensor and again.fake_mode is mode and again is not first
+    assert (again.shape, again.stride(), again.dtype, again.device) == (first.shape, first.stride(), first.dtype, first.device)
+    assert again.untyped_storage()._cdata not in (first.untyped_storage()._cdata, x.untyped_storage()._cdata)
+
+
+def test_the_memo_serves_nothing_that_could_differ(fake_calls):
+    """Other layouts, another default dtype, a tensor carrying a constant, a tensor of
+    another fake mode, an op the fake cache refuses: each call is computed."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode()
+    recorder = _recorder_in(mode)
+    x = mode.from_tensor(torch.randn(4, 6))
+    strided = mode.from_tensor(torch.randn(6, 4)).t()
+    other_mode = FakeTensorMode()
+    foreign = other_mode.from_tensor(torch.randn(4, 6))
+    add, ones, nonzero = torch.ops.aten.add.Tensor, torch.ops.aten.ones.default, torch.ops.aten.nonzero.default
+    # an op the fake cache refuses (data-dependent size) or one that writes: never memoized
+    constant = mode.from_tensor(torch.tensor([1.0, 2.0]))
+    constant.constant = torch.tensor([1.0, 2.0])  # as a trace keeps a small tensor's value
+    with mode:
+        recorder._served(add, (x, 1), {})
+        recorder._served(add, (strided, 1), {})  # another stride
+        recorder._served(add, (x, 1.0), {})  # another scalar type
+        for _ in range(2):
+            recorder._served(add, (constant, 1), {})
+        singles = [recorder._served(ones, ([2],), {})]
+        torch.set_default_dtype(torch.float64)
+        try:
+            singles.append(recorder._served(ones, ([2],), {}))
+        finally:
+            torch.set_default_dtype(torch.float32)
+    assert fake_calls.count(add) == 5 and fake_calls.count(ones) == 2
+    assert [t.dtype for t in singles] == [torch.float32, torch.float64]
+    fake_calls.clear()
+    with other_mode:
+        for _ in range(2):
+            recorder._served(add, (foreign, 1), {})
+    assert fake_calls.count(add) == 2
+    from exporter.trace.recorder import _memoizable
+
+    assert not _memoizable(nonzero) and not _memoizable(torch.ops.aten.add_.Tensor)
+
+
+class Layers(torch.nn.Module):
+    def __init__(self, n: int = 4):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(n))
+        self.norm = torch.nn.LayerNorm(8)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = self.norm(layer(x).relu().transpose(0, 1).transpose(0, 1))
+        return x.view(-1)
+
+
+def test_layers_repeating_calls_are_served_and_the_graph_is_make_fxs(fake_calls):
+    model, x = Layers(), torch.randn(3, 8)
+    recorded = trace(model, bind_inputs(model, (x,), None))
+    served = [op for op in (torch.ops.aten.linear.default, torch.ops.aten.relu.default) if fake_calls.count(op) == 1]
+    assert served == [torch.ops.aten.linear.default, torch.ops.aten.relu.default], fake_calls
+    by_make_fx = trace(model, bind_inputs(model, (x,), None), use_recorder=False)
+    assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
+    program = exporter.export(model, (x,))
+    torch.testing.assert_close(program.module()(x), model(x))
