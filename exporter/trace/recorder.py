@@ -52,9 +52,9 @@ from .._torch_internals import (
     active_fake_mode,
     autograd_would_have_expanded,
     default_device,
+    enable_python_dispatcher,
     fake_cache_would_serve,
     fake_like,
-    enable_python_dispatcher,
     fake_value_of,
     graph_module_of,
     has_composite_kernel,
@@ -140,7 +140,7 @@ class Recorder(TorchDispatchMode):
         self._nodes: dict[int, tuple[weakref.ref, torch.fx.Node]] = {}
         self._constants: dict[int, str] = {}
         # op -> (expanded when it reaches the recorder?, reads a value?, node name, records
-        # eager_input_vals?), worked out once per op and trace
+        # eager_input_vals?, served from the memo?), worked out once per op and trace
         self._ops: dict[OpOverload, tuple[bool, bool, str, bool, bool]] = {}
         self.fake_mode: Any = None
         """The fake mode the trace runs in (set by ``record``); the memo serves its tensors only."""
