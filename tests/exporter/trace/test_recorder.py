@@ -513,3 +513,13 @@ def test_layers_repeating_calls_are_served_and_the_graph_is_make_fxs(fake_calls)
     assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
     program = exporter.export(model, (x,))
     torch.testing.assert_close(program.module()(x), model(x))
+
+
+def test_the_recorders_dispatch_is_not_wrapped_for_dynamo():
+    """torch wraps a mode's __torch_dispatch__ so Dynamo never compiles inside it; no Dynamo
+    frame is active in a trace, and the recorder opts out of that per-op cost."""
+    from exporter.trace.recorder import Recorder, TrainingRecorder
+
+    for cls in (Recorder, TrainingRecorder):
+        dispatch = cls.__torch_dispatch__
+        assert not getattr(dispatch, "_torchdynamo_disable", False) and not hasattr(dispatch, "__wrapped__")

@@ -367,3 +367,25 @@ class _Regrown(torch.nn.Module):
 def test_the_training_trace_refuses_a_buffer_replaced_with_another_shape():
     with pytest.raises(exporter.TraceError, match=r"replaced buffer 'cache' \(\(2,\)"):
         exporter.export(_Regrown(), (torch.ones(1),), ir="training")
+
+
+def test_the_write_watch_classifies_each_target_once_per_trace(monkeypatch):
+    """Whether an op writes (its schema, its effects) is worked out once per target and
+    trace, not on every node."""
+    from exporter.inputs import bind_inputs
+    from exporter.trace import tracer
+
+    asked = []
+    writes = tracer._writes
+
+    def counted(target):
+        asked.append(target)
+        return writes(target)
+
+    monkeypatch.setattr(tracer, "_writes", counted)
+    model = torch.nn.Sequential(*(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()) for _ in range(3)))
+    state = tracer.trace(model, bind_inputs(model, (torch.randn(2, 4),), None))
+    targets = [n.target for n in state.gm.graph.nodes if n.op == "call_function"]
+    assert len(targets) > len(set(targets)), "the model repeats ops"
+    assert sorted(map(str, asked)) == sorted(map(str, set(asked))), "each target asked once"
+    assert set(asked) >= set(targets)
