@@ -362,6 +362,22 @@ def test_cannot_record_is_internal():
     assert not issubclass(CannotRecord, exporter.ExportError)
 
 
+def _fake_dispatches(monkeypatch, wanted) -> list:
+    """The ops, among those ``wanted(op)`` picks, the fake mode itself is asked to run from now on."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    calls: list = []
+    dispatch = FakeTensorMode.dispatch
+
+    def spy(self, func, *args, **kwargs):
+        if wanted(func):
+            calls.append(func)
+        return dispatch(self, func, *args, **kwargs)
+
+    monkeypatch.setattr(FakeTensorMode, "dispatch", spy)
+    return calls
+
+
 class AsksDevices(torch.nn.Module):
     """Reads its tensors' devices from Python and passes them on, as models do (no
     kept-whole composite: their fake rules run below the recorder and ask the fake mode)."""
@@ -382,19 +398,9 @@ def test_device_queries_are_answered_by_the_recorder_as_the_fake_mode_answers_th
     """A Python tensor method asks its tensor's device through the dispatch modes; the
     inference recorder answers for fake tensors (the fake mode is never asked) with the same
     graph.  (The training recorder sits at the pre-dispatch key, which device queries pass by.)"""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    asked = []
-    dispatch = FakeTensorMode.dispatch
-
-    def spy(self, func, *args, **kwargs):
-        if func is torch.ops.prim.device.default:
-            asked.append(func)
-        return dispatch(self, func, *args, **kwargs)
-
     model = AsksDevices().to(device)
     x = torch.randn(2, 3, device=device)
-    monkeypatch.setattr(FakeTensorMode, "dispatch", spy)
+    asked = _fake_dispatches(monkeypatch, lambda func: func is torch.ops.prim.device.default)
     recorded = trace(model, bind_inputs(model, (x,), None), training=training)
     assert training or not asked
     asked.clear()
@@ -410,18 +416,7 @@ def test_device_queries_are_answered_by_the_recorder_as_the_fake_mode_answers_th
 @pytest.fixture
 def fake_calls(monkeypatch):
     """The ops the fake mode itself was asked to run (device queries left out)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    calls: list = []
-    dispatch = FakeTensorMode.dispatch
-
-    def spy(self, func, *args, **kwargs):
-        if func is not torch.ops.prim.device.default:
-            calls.append(func)
-        return dispatch(self, func, *args, **kwargs)
-
-    monkeypatch.setattr(FakeTensorMode, "dispatch", spy)
-    return calls
+    return _fake_dispatches(monkeypatch, lambda func: func is not torch.ops.prim.device.default)
 
 
 def _recorder_in(mode):
