@@ -29,6 +29,7 @@ from torch._prims_common import compare_tensor_meta
 from torch._subclasses import fake_impls, fake_utils
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
+    FakeTensorConfig,
     DynamicOutputShapeException,
     FakeTensor,
     FakeTensorMode,
@@ -413,11 +414,49 @@ def fake_like(
 ) -> FakeTensor:
     """A fake tensor of this layout with storage of its own, as the fake-tensor cache makes
     one on a hit."""
-    from torch._subclasses.fake_tensor import in_kernel_invocation_manager
-
-    with in_kernel_invocation_manager(mode):
+    with torch._C._DisableTorchDispatch():  # reaches no mode: a meta tensor
         empty = torch.empty_strided(shape, stride, dtype=dtype, device="meta", requires_grad=requires_grad)
-    return FakeTensor(mode, empty, device)
+    if FakeTensorConfig.debug:  # each tensor records where it was made
+        return FakeTensor(mode, empty, device)
+    return _as_fake(mode, empty, device, requires_grad, None)
+
+
+def _as_fake(
+    mode: FakeTensorMode, elem: torch.Tensor, device: torch.device, requires_grad: bool, real: torch.Tensor | None
+) -> FakeTensor:
+    """``FakeTensor(mode, elem, device, real_tensor=real)`` with ``requires_grad``, made for
+    about a fifth of the constructor's cost; ``device`` is a fake tensor's (normalized).
+    Not for ``FakeTensorConfig.debug``, where each tensor records where it was made.
+
+    The constructor re-checks its arguments, sets each attribute through a descriptor, and
+    reads two configs in ``__init__`` (the latter for torch.export's fake-tensor leak
+    report, which exporter does not make).  Here the new tensor takes the state torch's
+    constructor gave one tensor, with its own mode, device and real tensor.
+    """
+    global _FAKE_STATE
+    if _FAKE_STATE is None:
+        with torch._C._DisableTorchDispatch():
+            made = FakeTensor(mode, torch.empty(0, device="meta"), torch.device("cpu"))
+        _FAKE_STATE = {k: v for k, v in made.__dict__.items() if k not in _OWN_STATE}
+    with torch._C._DisableTorchDispatch():  # the detach inside reaches no mode
+        fake = torch.Tensor._make_subclass(
+            FakeTensor, elem, requires_grad, dispatch_device=True, device_for_backend_keys=device
+        )
+    if mode._allow_unsafe_data_ptr_access:
+        torch._C._set_warn_deprecated_on_mutable_data_ptr(fake)
+    else:
+        torch._C._set_throw_on_mutable_data_ptr(fake)
+    fake.__dict__.update(_FAKE_STATE)
+    fake._fake_device = device
+    fake.fake_mode = mode
+    fake.real_tensor = real
+    return fake
+
+
+_OWN_STATE = frozenset(("_fake_device", "fake_mode", "real_tensor"))
+_FAKE_STATE: dict[str, Any] | None = None
+"""The attributes torch's constructor gives every fake tensor, other than ``_OWN_STATE``
+(memos, constant, ...: ``None`` in a tensor just made)."""
 
 
 def program_module_factory() -> tuple[Any, str]:
@@ -443,8 +482,12 @@ def node_name_for(graph: torch.fx.Graph, name: str) -> str:
 
 
 def snapshot_fake(value: torch.Tensor, include_real: bool = False) -> torch.Tensor:
-    """A detached copy of a fake tensor's metadata, as make_fx stores in ``meta['val']``."""
-    return proxy_tensor.snapshot_fake(value, include_real=include_real)
+    """A detached copy of a fake tensor's metadata, as make_fx stores in ``meta['val']``:
+    a fake tensor of the same mode over the same storage, sizes, strides and offset,
+    not requiring grad (``include_real``: keeping the real tensor it carries)."""
+    if type(value) is not FakeTensor or FakeTensorConfig.debug:
+        return proxy_tensor.snapshot_fake(value, include_real=include_real)
+    return _as_fake(value.fake_mode, value, value.fake_device, False, value.real_tensor if include_real else None)
 
 
 def fake_value_of(value: torch.Tensor) -> torch.Tensor:

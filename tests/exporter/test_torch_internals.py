@@ -1,5 +1,7 @@
 """Canaries for the private torch APIs exporter leans on: a torch upgrade that moves one fails here first."""
 
+import warnings
+
 import torch
 
 from exporter import _torch_internals as internals
@@ -166,3 +168,72 @@ def test_fresh_symint_is_an_equal_size_of_its_own():
     assert copy is not size and copy.node is not size.node
     assert copy.node.expr == size.node.expr and copy.node.shape_env is size.node.shape_env
     assert copy.node.hint == 6
+
+
+def _same_fake(ours, theirs):
+    assert type(ours) is type(theirs) is internals.FakeTensor
+    assert ours.__dict__ == theirs.__dict__
+    assert torch._C._dispatch_keys(ours) == torch._C._dispatch_keys(theirs)
+    assert (ours.shape, ours.stride(), ours.storage_offset(), ours.dtype) == (
+        theirs.shape, theirs.stride(), theirs.storage_offset(), theirs.dtype
+    )
+    assert (ours.requires_grad, ours.is_leaf, ours._is_view()) == (theirs.requires_grad, theirs.is_leaf, theirs._is_view())
+
+
+def _data_pointer_raises(fake):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            fake.data_ptr()
+        except RuntimeError:
+            return True
+    return False
+
+
+class _Counting(internals.TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def __torch_dispatch__(self, func, types, args, kwargs=None):
+        self.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_fake_tensors_made_directly_are_the_ones_torchs_constructor_makes():
+    from torch._subclasses.fake_tensor import FakeTensorConfig
+    from torch.fx.experimental import proxy_tensor
+
+    strict, lenient = internals.FakeTensorMode(), internals.FakeTensorMode()
+    strict._allow_unsafe_data_ptr_access = False  # data pointers raise (torch's default: they warn)
+    lenient._allow_unsafe_data_ptr_access = True
+    for mode in (strict, lenient):
+        with mode:
+            fake = torch.empty(2, 3, 4, requires_grad=True)[:, 1].t()
+        real = torch.ones(3)
+        with torch._C._DisableTorchDispatch():
+            carrying = internals.FakeTensor(mode, torch.empty(3, device="meta"), torch.device("cpu"), real_tensor=real)
+        counting = _Counting()
+        with counting:  # reaches no mode on the way
+            snapshots = [internals.snapshot_fake(t, include_real=r) for t in (fake, carrying) for r in (False, True)]
+            made = internals.fake_like(mode, (3, 2), (1, 3), torch.float16, torch.device("cpu"), True)
+        assert counting.calls == 0
+        expected = [proxy_tensor.snapshot_fake(t, include_real=r) for t in (fake, carrying) for r in (False, True)]
+        for ours, theirs in zip(snapshots, expected):
+            _same_fake(ours, theirs)
+        for snapshot, source in zip(snapshots, (fake, fake, carrying, carrying)):
+            assert snapshot.untyped_storage()._cdata == source.untyped_storage()._cdata  # aliases as torch's does
+        assert snapshots[3].real_tensor is real and snapshots[2].real_tensor is None
+        with torch._C._DisableTorchDispatch():
+            empty = torch.empty_strided((3, 2), (1, 3), dtype=torch.float16, device="meta", requires_grad=True)
+            _same_fake(made, internals.FakeTensor(mode, empty, torch.device("cpu")))
+        assert _data_pointer_raises(snapshots[0]) == _data_pointer_raises(expected[0]) == (mode is strict)
+
+    with internals.FakeTensorMode() as mode:
+        fake = torch.empty(2)
+    FakeTensorConfig.debug = True
+    try:  # in debug mode each fake tensor records where it was made: torch's constructor does
+        assert hasattr(internals.snapshot_fake(fake), "_debug_trace")
+        assert hasattr(internals.fake_like(mode, (2,), (1,), torch.float32, torch.device("cpu"), False), "_debug_trace")
+    finally:
+        FakeTensorConfig.debug = False
