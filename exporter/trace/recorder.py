@@ -71,7 +71,7 @@ from .._torch_internals import (
 from .patches import NodeHook, fast_recording
 from .stacks import user_stack_trace
 
-__all__ = ["CannotRecord", "Recorder", "record", "traced_graph", "traced_node"]
+__all__ = ["CannotRecord", "Recorder", "forget_fake_results", "record", "traced_graph", "traced_node"]
 
 _DEVICE = torch.ops.prim.device.default
 _META = torch.device("meta")
@@ -206,12 +206,14 @@ class Recorder(TorchDispatchMode):
     #
     # A fake-tensor cache hit costs about 85 us: a key built from every argument's full
     # metadata, then the result rebuilt.  A model repeats the same calls on the same layouts
-    # layer after layer; within one static trace a call matching an earlier one (same op,
-    # argument layouts and values, default dtype and device, inference mode) gets results
-    # made as the cache makes them on a hit, from a key a fraction of the cost.  Served
-    # only where the fake-tensor cache would serve (its own per-op rules), for tensors of
-    # this trace's fake mode carrying no constant, and only once the first call's results
-    # were checked to be what remaking them gives.
+    # layer after layer, and export after export; in a static trace a call matching an
+    # earlier one (same op, argument layouts and values, default dtype and device, inference
+    # mode, ShapeEnv settings) gets results made as the cache makes them on a hit, from a key
+    # a fraction of the cost.  Served only where the fake-tensor cache would serve (its own
+    # per-op rules), for tensors of this trace's fake mode carrying no constant, and only
+    # once the first call's results were checked to be what remaking them gives.  What a
+    # trace learns serves the traces after it (``record`` hands each the process's memo),
+    # as torch's fake-tensor cache is shared by every fake mode.
 
     def _served(self, func: OpOverload, args: tuple, kwargs: dict) -> Any:
         """``func(*args, **kwargs)``, from the memo when it can be."""
@@ -520,6 +522,8 @@ def record(
     (torch.export's training IR)."""
     recorder = (TrainingRecorder if training else Recorder)(root, on_node, shape_env)
     recorder.fake_mode = active_fake_mode()
+    if recorder.fake_mode is not None:
+        recorder._memo = _memo_for(recorder.fake_mode)
     for i, value in enumerate(inputs):
         recorder.placeholder(i, value)
     with contextlib.ExitStack() as modes:
@@ -540,6 +544,28 @@ def record(
     gm = graph_module_of(recorder.constants, recorder.graph)
     gm.shape_env = shape_env
     return gm
+
+
+_MEMOS: dict[Any, dict[tuple, tuple | None]] = {}
+"""The process's memo of fake results, per ShapeEnv settings (which can change what an op
+makes of the same arguments, as torch's fake-tensor cache keys on them too)."""
+
+_MEMO_LIMIT = 200_000
+"""Entries kept before the memo starts over (about 100 bytes each with their keys)."""
+
+
+def _memo_for(fake_mode: Any) -> dict[tuple, tuple | None]:
+    settings = fake_mode.shape_env.settings if fake_mode.shape_env is not None else None
+    memo = _MEMOS.get(settings)
+    if memo is None or len(memo) > _MEMO_LIMIT:
+        memo = _MEMOS[settings] = {}
+    return memo
+
+
+def forget_fake_results() -> None:
+    """Empty the memo of fake results that traces share (see ``Recorder._served``); for
+    after registering a new fake or meta kernel for a built-in op."""
+    _MEMOS.clear()
 
 
 @contextlib.contextmanager

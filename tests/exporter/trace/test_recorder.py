@@ -20,7 +20,7 @@ import exporter
 from exporter.inputs import bind_inputs
 from exporter.trace import trace
 from exporter._torch_internals import FakeTensor
-from exporter.trace.recorder import CannotRecord, traced_graph, traced_node
+from exporter.trace.recorder import CannotRecord, forget_fake_results, traced_graph, traced_node
 from tests.e2e.cases import CASES, TRANSFORMER_CASES
 from tests.parity.run import load
 from tests.support import graph_fingerprint
@@ -501,6 +501,7 @@ class Layers(torch.nn.Module):
 
 def test_layers_repeating_calls_are_served_and_the_graph_is_make_fxs(fake_calls):
     model, x = Layers(), torch.randn(3, 8)
+    forget_fake_results()
     recorded = trace(model, bind_inputs(model, (x,), None))
     served = [op for op in (torch.ops.aten.linear.default, torch.ops.aten.relu.default) if fake_calls.count(op) == 1]
     assert served == [torch.ops.aten.linear.default, torch.ops.aten.relu.default], fake_calls
@@ -508,6 +509,33 @@ def test_layers_repeating_calls_are_served_and_the_graph_is_make_fxs(fake_calls)
     assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
     program = exporter.export(model, (x,))
     torch.testing.assert_close(program.module()(x), model(x))
+
+
+def test_later_traces_are_served_what_earlier_ones_computed(fake_calls):
+    """The memo outlives its trace, per ShapeEnv settings; the graphs and programs stay make_fx's and eager's."""
+    linear, relu = torch.ops.aten.linear.default, torch.ops.aten.relu.default
+    model, x = Layers(), torch.randn(3, 8)
+    forget_fake_results()
+    first = trace(model, bind_inputs(model, (x,), None))
+    assert fake_calls.count(linear) == fake_calls.count(relu) == 1
+    fake_calls.clear()
+    again = trace(model, bind_inputs(model, (x,), None))
+    assert fake_calls.count(linear) == fake_calls.count(relu) == 0, fake_calls
+    assert graph_fingerprint(again.gm) == graph_fingerprint(first.gm)
+    program = exporter.export(model, (x,))  # served throughout
+    for inputs in (x, torch.randn(3, 8)):
+        torch.testing.assert_close(program.module()(inputs), model(inputs))
+    fake_calls.clear()
+    exporter.export(model, (x,), prefer_deferred_runtime_asserts_over_guards=True)  # other settings
+    assert fake_calls.count(linear) == 1
+    fake_calls.clear()
+    other = torch.randn(5, 8)  # other layouts
+    torch.testing.assert_close(exporter.export(model, (other,)).module()(other), model(other))
+    assert fake_calls.count(linear) == 1
+    forget_fake_results()
+    fake_calls.clear()
+    trace(model, bind_inputs(model, (x,), None))
+    assert fake_calls.count(linear) == 1
 
 
 def test_the_recorders_dispatch_is_not_wrapped_for_dynamo():
