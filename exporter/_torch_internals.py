@@ -136,6 +136,7 @@ __all__ = [
     "fake_cache_would_serve",
     "default_device",
     "fake_like",
+    "fake_of_plain_tensor",
     "lazy_graph_module",
     "program_module_factory",
     "node_name_for",
@@ -406,6 +407,59 @@ def fake_cache_would_serve(mode: FakeTensorMode, func: OpOverload, args: tuple, 
     except _BypassDispatchCache:
         return False
     return True
+
+
+def fake_of_plain_tensor(mode: FakeTensorMode, t: torch.Tensor) -> FakeTensor | None:
+    """``mode.from_tensor(t, static_shapes=True)`` for a plain tensor, about ten times
+    faster, or None when ``t`` is not plain (the caller converts it with ``from_tensor``).
+
+    Plain: a CPU ``torch.Tensor`` or ``nn.Parameter``, strided, a leaf with no ``.grad``, not
+    a view, at offset 0 of a non-empty storage no tensor converted in this mode shares, not
+    an inference, conjugate or negative-bit tensor, of a dtype meta tensors carry.  For it
+    torch's converter describes every attribute, then makes an empty fake tensor of the same
+    sizes and strides with storage of its own; the same is made here, and recorded in the
+    converter's tensor and storage memos as torch records it, so that a later conversion of
+    ``t``, or of a tensor sharing its storage, finds it.
+    """
+    if (
+        (type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter)
+        or t.device.type != "cpu"
+        or t.layout is not torch.strided
+        or t.is_quantized
+        or not t.is_leaf
+        or t._is_view()
+        or t.storage_offset() != 0
+        or t.is_inference()
+        or t.is_conj()
+        or t.is_neg()
+        or t.grad is not None
+        or (t.requires_grad and t.grad_dtype != t.dtype)
+        or mode.propagate_real_tensors
+        or FakeTensorConfig.debug
+    ):
+        return None
+    converter = mode.fake_tensor_converter
+    meta = converter.meta_converter
+    describer = meta.describer
+    if t in describer.lookup_tensor:
+        return None  # converted before: from_tensor answers from its memo
+    storage = t.untyped_storage()
+    if storage.nbytes() == 0 or storage in describer.lookup_storage:
+        return None
+    with torch._C._DisableTorchDispatch():
+        empty = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+    fake = _as_fake(mode, empty, t.device, t.requires_grad, None)
+    if type(t) is torch.nn.Parameter:
+        fake._is_param = True
+    if getattr(t, "_is_buffer", False):
+        fake._is_buffer = True
+        if hasattr(t, "persistent"):
+            fake.persistent = t.persistent
+    meta.hit += 1
+    meta.arg_cnt += 1
+    meta.storage_memo[describer.get_storage_id(storage)] = fake.untyped_storage()
+    meta.tensor_memo[describer.get_tensor_id(t)] = fake
+    return fake
 
 
 def fake_like(

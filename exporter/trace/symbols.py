@@ -32,6 +32,7 @@ from .._torch_internals import (
     SymIntSymbolicContext,
     ValueRanges,
     constant_source,
+    fake_of_plain_tensor,
     size_source,
     uninteresting_files,
 )
@@ -200,6 +201,10 @@ class FakeInputs:
 
 
 def _fake(fake_mode: FakeTensorMode, value: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+    if kwargs.get("static_shapes"):
+        fake = fake_of_plain_tensor(fake_mode, value)  # most parameters, buffers and inputs
+        if fake is not None:
+            return fake
     fake = fake_mode.from_tensor(value, **kwargs)
     if fake_mode.propagate_real_tensors and value.device.type != "meta":
         # A draft trace runs every op on real copies too.  torch's converter copies only a

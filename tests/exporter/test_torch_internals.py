@@ -237,3 +237,77 @@ def test_fake_tensors_made_directly_are_the_ones_torchs_constructor_makes():
         assert hasattr(internals.fake_like(mode, (2,), (1,), torch.float32, torch.device("cpu"), False), "_debug_trace")
     finally:
         FakeTensorConfig.debug = False
+
+
+def _export_mode():
+    return internals.FakeTensorMode(shape_env=internals.ShapeEnv(), allow_non_fake_inputs=True, export=True)
+
+
+def test_plain_tensors_are_faked_as_torchs_converter_fakes_them():
+    linear = torch.nn.Linear(4, 3)
+    plain = [
+        linear.weight,
+        torch.nn.Parameter(torch.randn(2, 2), requires_grad=False),
+        torch.randn(5, 2),
+        torch.nn.Buffer(torch.ones(3), persistent=False),
+        torch.empty_strided((3, 4), (1, 3)),  # a leaf with a storage larger than contiguous
+        torch.tensor(3),
+        torch.zeros(2, dtype=torch.bfloat16),
+        torch.ones(2, 2, dtype=torch.bool),
+    ]
+    for t in plain:
+        ours_mode, torch_mode = _export_mode(), _export_mode()
+        ours = internals.fake_of_plain_tensor(ours_mode, t)
+        theirs = torch_mode.from_tensor(t, static_shapes=True)
+        assert ours is not None
+        _same_fake_of(ours, theirs)
+        assert ours.untyped_storage().nbytes() == theirs.untyped_storage().nbytes()
+        assert ours_mode.from_tensor(t, static_shapes=True) is ours  # in the converter's memo
+        assert internals.fake_of_plain_tensor(ours_mode, t) is None  # converted: the memo answers
+
+    with torch.inference_mode():
+        inference = torch.ones(2)
+    with_grad = torch.ones(2, requires_grad=True)
+    with_grad.grad = torch.ones(2)
+    base = torch.randn(4, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # quantized tensors are deprecated
+        quantized = torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.qint8)
+    not_plain = [
+        base.t(),  # a view
+        torch.randn(6).set_(torch.randn(6).untyped_storage(), 2, (3,), (1,)),  # at an offset
+        inference,
+        with_grad,
+        torch.randn(2, requires_grad=True) * 2,  # not a leaf
+        torch.randn(2, 2).to_sparse(),
+        torch.empty(2, device="meta"),
+        torch.randn(2, dtype=torch.cfloat).conj().detach(),  # the conjugate bit set
+        quantized,
+    ]
+    for t in not_plain:
+        assert internals.fake_of_plain_tensor(_export_mode(), t) is None, t
+
+
+def _same_fake_of(ours, theirs):
+    assert {k: v for k, v in ours.__dict__.items() if k != "fake_mode"} == {
+        k: v for k, v in theirs.__dict__.items() if k != "fake_mode"
+    }
+    assert torch._C._dispatch_keys(ours) == torch._C._dispatch_keys(theirs)
+    assert (ours.shape, ours.stride(), ours.storage_offset(), ours.dtype, ours.device) == (
+        theirs.shape, theirs.stride(), theirs.storage_offset(), theirs.dtype, theirs.device
+    )
+    assert (ours.requires_grad, ours.is_leaf, ours._is_view()) == (theirs.requires_grad, theirs.is_leaf, theirs._is_view())
+
+
+def test_tensors_converted_after_a_plain_one_alias_it_as_torchs_converter_aliases_them():
+    weight = torch.randn(4, 4)
+    shares = weight.detach()  # the same storage, not a view
+    mode = _export_mode()
+    fake = internals.fake_of_plain_tensor(mode, weight)
+    assert internals.fake_of_plain_tensor(mode, shares) is None  # its storage was converted
+    for other in (shares, weight.t(), weight[1:]):
+        converted = mode.from_tensor(other, static_shapes=True)
+        assert converted.untyped_storage()._cdata == fake.untyped_storage()._cdata
+        assert (converted.shape, converted.stride(), converted.storage_offset()) == (
+            other.shape, other.stride(), other.storage_offset()
+        )
