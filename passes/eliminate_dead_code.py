@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from exporter._ir import graph_modules
@@ -55,17 +57,29 @@ def eliminate_dead_code(state: ExportState) -> bool:
     inner-tensor reads) in the top graph is dead: the rest stays as the model called it.
     """
     if state.training:
-        return state.gm.graph.eliminate_dead_code(is_impure_node=_kept_in_training)
+        return _eliminate(state.gm.graph, _kept_in_training)
     changed = False
     kept = _signature_values(state)
     for module in graph_modules(state.gm):
-        if module.graph.eliminate_dead_code(is_impure_node=lambda n: n in kept or _is_impure(n)):
+        if _eliminate(module.graph, lambda n: n in kept or _is_impure(n)):
             changed = True
             if module is not state.gm:
                 module.recompile()
     if changed:
         state.gm.delete_all_unused_submodules()
         _delete_unused_tensor_attributes(state.gm)
+    return changed
+
+
+def _eliminate(graph: torch.fx.Graph, kept: Callable[[torch.fx.Node], bool]) -> bool:
+    """torch.fx's ``Graph.eliminate_dead_code`` without its lint of the whole graph first (the
+    verifier checks the program), asking ``kept`` only about nodes nothing uses."""
+    changed = False
+    for node in reversed(graph.nodes):
+        if node.users or node.op == "placeholder" or node.op == "output" or kept(node):
+            continue
+        graph.erase_node(node)
+        changed = True
     return changed
 
 

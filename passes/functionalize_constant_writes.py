@@ -47,13 +47,17 @@ def functionalize_constant_writes(state: ExportState) -> bool:
     left for the verifier to report.
     """
     graph = state.gm.graph
+    writes = [
+        node for node in graph.nodes
+        if node.op == "call_function" and isinstance(node.target, OpOverload) and node.target._schema.is_mutable
+    ]
+    if not writes:
+        return False
     order = {node: i for i, node in enumerate(graph.nodes)}
     storages = {node: _storage(node) for node in graph.nodes}
     changed = False
-    for node in list(graph.nodes):
+    for node in writes:
         op = node.target
-        if node.op != "call_function" or not isinstance(op, OpOverload) or not op._schema.is_mutable:
-            continue
         if not node.args or not isinstance(node.args[0], torch.fx.Node) or not _writes_first_argument_only(op):
             continue
         written = node.args[0]
