@@ -461,6 +461,38 @@ class TrainingRecorder(Recorder, ProxyTorchDispatchMode):
         raise self.refuse("a symbolic size")
 
 
+class _ServedBelowAutograd(TorchDispatchMode):
+    """The training recorder's memo, as a mode between autograd and the fake mode.
+
+    A pre-dispatch trace records each call above autograd, and every call must still run
+    through autograd there (forward may read ``requires_grad`` or ``grad_fn``).  What autograd
+    then asks of the fake mode is what an inference trace asks: the fake results of plain
+    calls, which the recorder's memo serves on the same terms (see ``Recorder._served``).
+    """
+
+    def __init__(self, recorder: Recorder) -> None:
+        TorchDispatchMode.__init__(self)
+        self._recorder = recorder
+        self._memoizable: dict[OpOverload, bool] = {}
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # as the recorder's
+
+    def __torch_dispatch__(self, func, types, args, kwargs=None):
+        if func is _DEVICE:
+            tensor = args[0] if len(args) == 1 and not kwargs else None
+            if type(tensor) is FakeTensor:
+                return _META if tensor.fake_mode.in_kernel_invocation else tensor.fake_device
+        kwargs = kwargs or {}
+        memoizable = self._memoizable.get(func)
+        if memoizable is None:
+            memoizable = self._memoizable[func] = _memoizable(func)
+        if memoizable:
+            return self._recorder._served(func, args, kwargs)
+        return func(*args, **kwargs)
+
+
 class _GradRegions(PreDispatchTorchFunctionMode):
     """make_fx's pre-dispatch function mode, recording into the recorder's graph: its
     ``__torch_function__`` records ``_set_grad_enabled`` and autocast enter/exit through
@@ -534,6 +566,8 @@ def record(
             modes.enter_context(enable_python_dispatcher())
             modes.enter_context(_GradRegions(recorder))
         modes.enter_context(recorder)
+        if training and recorder.fake_mode is not None:
+            modes.enter_context(_ServedBelowAutograd(recorder))
         try:
             outputs = fn(*inputs)
         finally:

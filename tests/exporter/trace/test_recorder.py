@@ -538,11 +538,45 @@ def test_later_traces_are_served_what_earlier_ones_computed(fake_calls):
     assert fake_calls.count(linear) == 1
 
 
+class GradAware(torch.nn.Module):
+    """Layers whose forward reads autograd state the memo must not hide."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(3))
+
+    def forward(self, x):
+        for layer in self.layers:
+            y = layer(x)
+            x = y.relu() if y.requires_grad and y.grad_fn is not None else y.sigmoid()
+        with torch.no_grad():
+            scale = self.layers[0](x)
+        return x * (1 if scale.requires_grad else 2)
+
+
+def test_training_traces_are_served_below_autograd_and_keep_its_answers(fake_calls):
+    """In the training IR every call still runs through autograd (forward sees
+    ``requires_grad``/``grad_fn`` as eager does); what autograd asks the fake mode is served."""
+    addmm = torch.ops.aten.addmm.default
+    model, x = GradAware(), torch.randn(3, 8)
+    forget_fake_results()
+    recorded, by_make_fx = _both(model, (x,), None, training=True)
+    assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
+    assert "relu" in str(recorded.gm.code) and "sigmoid" not in str(recorded.gm.code)
+    fake_calls.clear()
+    again = trace(model, bind_inputs(model, (x,), None), training=True)
+    assert fake_calls.count(addmm) == 0, fake_calls
+    assert graph_fingerprint(again.gm) == graph_fingerprint(by_make_fx.gm)
+    program = exporter.export(model, (x,), ir="training")
+    for inputs in (x, torch.randn(3, 8)):
+        torch.testing.assert_close(program.module()(inputs), model(inputs))
+
+
 def test_the_recorders_dispatch_is_not_wrapped_for_dynamo():
     """torch wraps a mode's __torch_dispatch__ so Dynamo never compiles inside it; no Dynamo
     frame is active in a trace, and the recorder opts out of that per-op cost."""
-    from exporter.trace.recorder import Recorder, TrainingRecorder
+    from exporter.trace.recorder import Recorder, TrainingRecorder, _ServedBelowAutograd
 
-    for cls in (Recorder, TrainingRecorder):
+    for cls in (Recorder, TrainingRecorder, _ServedBelowAutograd):
         dispatch = cls.__torch_dispatch__
         assert not getattr(dispatch, "_torchdynamo_disable", False) and not hasattr(dispatch, "__wrapped__")
