@@ -137,6 +137,7 @@ __all__ = [
     "default_device",
     "fake_like",
     "fake_of_plain_tensor",
+    "fake_over",
     "lazy_graph_module",
     "program_module_factory",
     "node_name_for",
@@ -472,6 +473,20 @@ def fake_like(
         empty = torch.empty_strided(shape, stride, dtype=dtype, device="meta", requires_grad=requires_grad)
     if FakeTensorConfig.debug:  # each tensor records where it was made
         return FakeTensor(mode, empty, device)
+    return _as_fake(mode, empty, device, requires_grad, None)
+
+
+def fake_over(
+    mode: FakeTensorMode, base: FakeTensor, shape: tuple[int, ...], stride: tuple[int, ...], offset: int,
+    dtype: torch.dtype, device: torch.device, requires_grad: bool,
+) -> FakeTensor:
+    """A fake tensor of this layout over ``base``'s storage, as the fake-tensor cache makes a
+    view op's result on a hit (below autograd, which makes it a view of ``base``)."""
+    with torch._C._DisableTorchDispatch():  # reaches no mode: meta tensors
+        empty = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+        empty.set_(base.untyped_storage(), offset, shape, stride)
+    if FakeTensorConfig.debug:  # each tensor records where it was made
+        return FakeTensor(mode, empty.requires_grad_(requires_grad), device)
     return _as_fake(mode, empty, device, requires_grad, None)
 
 

@@ -55,6 +55,7 @@ from .._torch_internals import (
     enable_python_dispatcher,
     fake_cache_would_serve,
     fake_like,
+    fake_over,
     fake_value_of,
     graph_module_of,
     has_composite_kernel,
@@ -92,12 +93,12 @@ class _NoKey(Exception):
 
 def _memoizable(func: OpOverload) -> bool:
     """Ops whose fake results the recorder's memo may serve: built-in, writing nothing,
-    viewing nothing, with no side effect, returning one or more plain tensors, of no
+    with no side effect, returning one or more plain tensors (a view: one), of no
     data-dependent size."""
     schema = func._schema
-    if schema.is_mutable or func.is_view or not schema.returns or any(str(r.type) != "Tensor" for r in schema.returns):
-        # A view's fake result is a view of its argument (``_base`` set), which a result
-        # remade as the fake cache remakes it (storage shared, no base) would not be.
+    if schema.is_mutable or not schema.returns or any(str(r.type) != "Tensor" for r in schema.returns):
+        return False
+    if func.is_view and len(schema.returns) != 1:
         return False
     return not (_NOT_SERVED & set(func.tags)) and is_builtin_op(func) and not has_effects(func)
 
@@ -238,7 +239,7 @@ class Recorder(TorchDispatchMode):
             return out
         if layouts is None:
             return func(*args, **kwargs)
-        return self._remade(layouts)
+        return self._remade(layouts, args)
 
     def _arg_key(self, value: Any) -> Any:
         kind = type(value)
@@ -272,22 +273,35 @@ class Recorder(TorchDispatchMode):
         for o in outputs:
             if type(o) is not FakeTensor or o.fake_mode is not self.fake_mode or o.constant is not None:
                 return None
-            if o.layout is not torch.strided or o.is_conj() or o.is_neg() or o.storage_offset() != 0:
-                return None
-            if o.untyped_storage()._cdata in storages:
+            if o.layout is not torch.strided or o.is_conj() or o.is_neg():
                 return None
             layout = (tuple(o.shape), o.stride(), o.dtype, o.fake_device, o.requires_grad)
-            if _description(self._remade_one(layout)) != _description(o):
+            storage = o.untyped_storage()._cdata
+            if func.is_view:
+                # Below autograd a view's fake result is a tensor over its one tensor
+                # argument's storage (autograd, above, makes it a view), as the fake cache
+                # makes it on a hit.
+                viewed = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+                if len(viewed) != 1 or len(tensors) != 1 or storage != args[viewed[0]].untyped_storage()._cdata:
+                    return None
+                layout = (*layout, o.storage_offset(), viewed[0])
+            elif o.storage_offset() != 0 or storage in storages:
+                return None
+            remade = self._remade_one(layout, args)
+            if _description(remade) != _description(o) or (func.is_view and remade.untyped_storage()._cdata != storage):
                 return None
             layouts.append(layout)
         return (type(out) is tuple, tuple(layouts))
 
-    def _remade_one(self, layout: tuple) -> FakeTensor:
-        return fake_like(self.fake_mode, *layout)
+    def _remade_one(self, layout: tuple, args: tuple) -> FakeTensor:
+        if len(layout) == 5:
+            return fake_like(self.fake_mode, *layout)
+        shape, stride, dtype, device, requires_grad, offset, viewed = layout
+        return fake_over(self.fake_mode, args[viewed], shape, stride, offset, dtype, device, requires_grad)
 
-    def _remade(self, layouts: tuple) -> Any:
+    def _remade(self, layouts: tuple, args: tuple) -> Any:
         is_tuple, parts = layouts
-        made = tuple(self._remade_one(layout) for layout in parts)
+        made = tuple(self._remade_one(layout, args) for layout in parts)
         return made if is_tuple else made[0]
 
     def _tensor_meta(self, value: torch.Tensor) -> Any:

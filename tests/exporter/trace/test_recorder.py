@@ -439,10 +439,18 @@ def test_a_repeated_call_is_served_from_the_memo_as_the_fake_cache_would_serve_i
         computed = len(fake_calls)
         again = recorder._served(add, (x, w), {})
         assert len(fake_calls) == computed
+        # called where autograd makes a view's result a view of its argument (``_base``
+        # set), which a remade result is not: computed each time
         viewed = [recorder._served(view, (x, [24]), {}) for _ in range(2)]
+        assert fake_calls.count(view) == 2 and all(v._is_view() and v._base is x for v in viewed)
+        with torch._C._AutoDispatchBelowADInplaceOrView():  # where a trace's calls run
+            below = [recorder._served(view, (x[1:], [2, 9]), {}) for _ in range(3)]
     assert fake_calls.count(add) == 1
-    # a view is always computed: its result is a view of its argument, which a remade one is not
-    assert fake_calls.count(view) == 2 and all(v._is_view() and v._base is x for v in viewed)
+    assert fake_calls.count(view) == 3  # below autograd, served as the fake cache serves it
+    for v in below:  # over the argument's storage, at its offset, not an autograd view
+        assert (v.shape, v.stride(), v.storage_offset(), v._is_view()) == ((2, 9), (9, 1), 6, False)
+        assert v.untyped_storage()._cdata == x.untyped_storage()._cdata
+    assert len({id(v) for v in below}) == 3
     assert type(again) is FakeTensor and again.fake_mode is mode and again is not first
     assert (again.shape, again.stride(), again.dtype, again.device) == (first.shape, first.stride(), first.dtype, first.device)
     assert again.untyped_storage()._cdata not in (first.untyped_storage()._cdata, x.untyped_storage()._cdata)
@@ -513,14 +521,15 @@ def test_layers_repeating_calls_are_served_and_the_graph_is_make_fxs(fake_calls)
 
 def test_later_traces_are_served_what_earlier_ones_computed(fake_calls):
     """The memo outlives its trace, per ShapeEnv settings; the graphs and programs stay make_fx's and eager's."""
-    linear, relu = torch.ops.aten.linear.default, torch.ops.aten.relu.default
+    linear, relu, transpose = torch.ops.aten.linear.default, torch.ops.aten.relu.default, torch.ops.aten.transpose.int
     model, x = Layers(), torch.randn(3, 8)
     forget_fake_results()
     first = trace(model, bind_inputs(model, (x,), None))
     assert fake_calls.count(linear) == fake_calls.count(relu) == 1
+    assert fake_calls.count(transpose) == 2  # (3, 8) -> (8, 3), and back
     fake_calls.clear()
     again = trace(model, bind_inputs(model, (x,), None))
-    assert fake_calls.count(linear) == fake_calls.count(relu) == 0, fake_calls
+    assert fake_calls.count(linear) == fake_calls.count(relu) == fake_calls.count(transpose) == 0, fake_calls
     assert graph_fingerprint(again.gm) == graph_fingerprint(first.gm)
     program = exporter.export(model, (x,))  # served throughout
     for inputs in (x, torch.randn(3, 8)):
