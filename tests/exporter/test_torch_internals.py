@@ -311,3 +311,14 @@ def test_tensors_converted_after_a_plain_one_alias_it_as_torchs_converter_aliase
         assert (converted.shape, converted.stride(), converted.storage_offset()) == (
             other.shape, other.stride(), other.storage_offset()
         )
+
+
+def test_a_fake_tensor_over_a_storage_is_the_fake_modes_view_result_below_autograd():
+    mode = internals.FakeTensorMode()
+    with mode:
+        base = torch.empty(4, 6)
+        with torch._C._AutoDispatchBelowADInplaceOrView():
+            theirs = torch.ops.aten.transpose.int(base[1:], 0, 1)
+    ours = internals.fake_over(mode, base, (6, 3), (1, 6), 6, torch.float32, torch.device("cpu"), False)
+    _same_fake(ours, theirs)
+    assert ours.untyped_storage()._cdata == theirs.untyped_storage()._cdata == base.untyped_storage()._cdata
