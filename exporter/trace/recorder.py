@@ -598,8 +598,9 @@ _MEMOS: dict[Any, dict[tuple, tuple | None]] = {}
 """The process's memo of fake results, per ShapeEnv settings (which can change what an op
 makes of the same arguments, as torch's fake-tensor cache keys on them too)."""
 
-_MEMO_LIMIT = 200_000
-"""Entries kept before the memo starts over (about 100 bytes each with their keys)."""
+_MEMO_LIMIT = 20_000
+"""Entries kept before the memo starts over: about 500 bytes each with their keys, 10 MB at
+most (a GPT-2 of any depth makes about 60, its layers repeating the same calls)."""
 
 
 def _memo_for(fake_mode: Any) -> dict[tuple, tuple | None]:
