@@ -581,6 +581,22 @@ def test_training_traces_are_served_below_autograd_and_keep_its_answers(fake_cal
         torch.testing.assert_close(program.module()(inputs), model(inputs))
 
 
+def test_the_shared_memo_starts_over_past_its_limit(monkeypatch):
+    from exporter.trace import recorder as recorder_module
+
+    model, x = Layers(), torch.randn(3, 8)
+    forget_fake_results()
+    trace(model, bind_inputs(model, (x,), None))
+    (memo,) = recorder_module._MEMOS.values()
+    assert 1 < len(memo) < 60
+    monkeypatch.setattr(recorder_module, "_MEMO_LIMIT", len(memo) - 1)
+    recorded = trace(model, bind_inputs(model, (x,), None))
+    (fresh,) = recorder_module._MEMOS.values()
+    assert fresh is not memo and len(fresh) == len(memo)  # one trace's worth again
+    by_make_fx = trace(model, bind_inputs(model, (x,), None), use_recorder=False)
+    assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
+
+
 def test_the_recorders_dispatch_is_not_wrapped_for_dynamo():
     """torch wraps a mode's __torch_dispatch__ so Dynamo never compiles inside it; no Dynamo
     frame is active in a trace, and the recorder opts out of that per-op cost."""
