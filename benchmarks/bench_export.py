@@ -7,6 +7,7 @@ Run from the repository root:
     python benchmarks/bench_export.py --modes static --models gpt2,llama --layers 2 --repeats 10
     python benchmarks/bench_export.py --modes dynamic # batch and sequence length dynamic
     python benchmarks/bench_export.py --modes training # the training IR vs torch.export.export
+    python benchmarks/bench_export.py --modes training-dynamic  # the same, batch and sequence dynamic
     python benchmarks/bench_export.py --memory        # RSS over 200 exports in one process
     python benchmarks/bench_export.py --modes repeated  # exports back to back, no forced collection
 
@@ -23,6 +24,8 @@ One table per mode:
   floor over exporter's static export.
 * ``training``: the static models exported to the training IR (``ir="training"``) against
   ``torch.export.export`` itself (no ``run_decompositions``).
+* ``training-dynamic``: the dynamic models and sizes, exported to the training IR against
+  ``torch.export.export`` itself; ``x static`` is over exporter's static training-IR export.
 * ``meta``: a LLaMA with LLaMA-7B dims (6.7B parameters) built under
   ``torch.device("meta")``, meta inputs; the program's output shapes are checked.
 * ``cold``: whole processes, from ``benchmarks/bench_cold.py`` (``cold_start_rows``).
@@ -70,7 +73,7 @@ VOCAB, HIDDEN, HEADS, SEQ, BATCH = 1000, 64, 4, 32, 2
 IMAGE, PATCH = 32, 4
 MODELS = ("bert", "gpt2", "llama", "t5", "vit")
 DYNAMIC_MODELS = ("bert", "gpt2", "llama")
-MODES = ("static", "dynamic", "training", "meta", "cold", "repeated")
+MODES = ("static", "dynamic", "training", "training-dynamic", "meta", "cold", "repeated")
 MEMORY_MODEL, MEMORY_EXPORTS = ("gpt2", 2), 200
 
 # torch's own pytree code trips this deprecation on every export; it says nothing about
@@ -281,7 +284,7 @@ def bench_one(name: str, layers: int, repeats: int, dynamic: bool = False, *, me
         check_outputs(model, program, kwargs)
         if dynamic:
             check_outputs(model, program, {k: v.repeat(2, 3)[:, :SEQ + 13] for k, v in kwargs.items()})
-            run_exporter(model, kwargs)
+            run_exporter(model, kwargs, None, ir)
         floor = fake_forward(model, kwargs)
         floor()
         symbolic_floor = symbolic_fake_forward(model, kwargs) if dynamic else None
@@ -293,7 +296,7 @@ def bench_one(name: str, layers: int, repeats: int, dynamic: bool = False, *, me
             mine.append(timed(lambda: run_exporter(model, kwargs, spec, ir)))
             floors.append(timed(floor))
             if symbolic_floor is not None:
-                static.append(timed(lambda: run_exporter(model, kwargs)))
+                static.append(timed(lambda: run_exporter(model, kwargs, None, ir)))
                 symbolic_floors.append(symbolic_floor())
         if memory:
             row["exporter_peak_mb"] = peak_mb(lambda: run_exporter(model, kwargs, spec, ir))
@@ -510,8 +513,8 @@ def main(argv: list[str] | None = None) -> None:
             print_table(rows)
             report[mode] = rows
             continue
-        dynamic = mode == "dynamic"
-        ir = "training" if mode == "training" else "inference"
+        dynamic = mode in ("dynamic", "training-dynamic")
+        ir = "training" if mode.startswith("training") else "inference"
         available = DYNAMIC_MODELS if dynamic else MODELS
         models = [m.strip() for m in opts.models.split(",")] if opts.models else list(available)
         if unknown := [m for m in models if m not in available]:

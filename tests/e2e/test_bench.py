@@ -32,6 +32,20 @@ def test_a_row_times_both_tools_on_a_checked_program(bench, dynamic):
         assert len(row["dyn_floor_s"]) == 2 and row["x_dyn_floor"] > 0
 
 
+def test_a_training_dynamic_row_is_timed_against_its_own_static_training_export(bench, monkeypatch):
+    irs = []
+    original = bench.run_exporter
+
+    def run_exporter(model, kwargs, dynamic=None, ir="inference"):
+        irs.append((dynamic is not None, ir))
+        return original(model, kwargs, dynamic, ir)
+
+    monkeypatch.setattr(bench, "run_exporter", run_exporter)
+    row = bench.bench_one("gpt2", 1, repeats=1, dynamic=True, ir="training")
+    assert row["status"] == "ok", row.get("error")
+    assert set(irs) == {(True, "training"), (False, "training")} and row["x_static"] > 0
+
+
 def test_the_dynamic_floor_runs_on_symbolic_sizes(bench):
     """The dynamic floor is a forward on fake inputs whose batch and sequence sizes are
     symbolic: its output's batch and sequence sizes are symbols, not the example's numbers."""
