@@ -29,9 +29,9 @@ from torch._prims_common import compare_tensor_meta
 from torch._subclasses import fake_impls, fake_utils
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
-    FakeTensorConfig,
     DynamicOutputShapeException,
     FakeTensor,
+    FakeTensorConfig,
     FakeTensorMode,
     UnsupportedOperatorException,
 )
@@ -411,7 +411,7 @@ def fake_cache_would_serve(mode: FakeTensorMode, func: OpOverload, args: tuple, 
 
 
 def fake_of_plain_tensor(mode: FakeTensorMode, t: torch.Tensor) -> FakeTensor | None:
-    """``mode.from_tensor(t, static_shapes=True)`` for a plain tensor, about ten times
+    """``mode.from_tensor(t, static_shapes=True)`` for a plain tensor, about six times
     faster, or None when ``t`` is not plain (the caller converts it with ``from_tensor``).
 
     Plain: a CPU ``torch.Tensor`` or ``nn.Parameter``, strided, a leaf with no ``.grad``, not
