@@ -91,6 +91,15 @@ class _NoKey(Exception):
     pass
 
 
+def _device_of_fake(args: tuple, kwargs: dict | None) -> torch.device | None:
+    """``prim.device`` of a fake tensor, as the fake mode's handler answers it; None for
+    anything else."""
+    tensor = args[0] if len(args) == 1 and not kwargs else None
+    if type(tensor) is FakeTensor:
+        return _META if tensor.fake_mode.in_kernel_invocation else tensor.fake_device
+    return None
+
+
 def _memoizable(func: OpOverload) -> bool:
     """Ops whose fake results the recorder's memo may serve: built-in, writing nothing,
     with no side effect, returning one or more plain tensors (a view: one), of no
@@ -385,10 +394,8 @@ class Recorder(TorchDispatchMode):
             # Every tensor method called from Python asks its tensor's device (the binding's
             # device guard), which a fake tensor answers through the modes: answered here as
             # the fake mode's device handler would, without the trip through it.
-            tensor = args[0] if len(args) == 1 and not kwargs else None
-            if type(tensor) is FakeTensor:
-                return _META if tensor.fake_mode.in_kernel_invocation else tensor.fake_device
-            return func(*args, **(kwargs or {}))
+            device = _device_of_fake(args, kwargs)
+            return device if device is not None else func(*args, **(kwargs or {}))
         kwargs = kwargs or {}
         if self.refused is not None:
             raise CannotRecord(self.refused)
@@ -494,10 +501,8 @@ class _ServedBelowAutograd(TorchDispatchMode):
         return False  # as the recorder's
 
     def __torch_dispatch__(self, func, types, args, kwargs=None):
-        if func is _DEVICE:
-            tensor = args[0] if len(args) == 1 and not kwargs else None
-            if type(tensor) is FakeTensor:
-                return _META if tensor.fake_mode.in_kernel_invocation else tensor.fake_device
+        if func is _DEVICE and (device := _device_of_fake(args, kwargs)) is not None:
+            return device  # as the recorder answers it
         kwargs = kwargs or {}
         memoizable = self._memoizable.get(func)
         if memoizable is None:
