@@ -123,7 +123,8 @@ class Recorder(TorchDispatchMode):
     """Below autograd, a composite op reaching the mode is expanded as make_fx expands it."""
 
     MEMOIZES = True
-    """Fake results are served from the trace's memo (see ``_served``)."""
+    """Fake results are served from the process's memo (see ``_served``) as the recorder
+    makes each call."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -459,7 +460,9 @@ class TrainingRecorder(Recorder, ProxyTorchDispatchMode):
     """
 
     EXPANDS_COMPOSITES = False
-    MEMOIZES = False  # above autograd: a call runs through autograd, which no memo can skip
+    # Above autograd a call runs through autograd, which no memo can skip; the memo serves
+    # what autograd then asks of the fake mode instead (``_ServedBelowAutograd``).
+    MEMOIZES = False
 
     def __init__(self, root: torch.nn.Module, on_node: NodeHook | None, shape_env: Any = None) -> None:
         Recorder.__init__(self, root, on_node, shape_env, PRE_DISPATCH)
