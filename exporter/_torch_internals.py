@@ -34,6 +34,7 @@ from torch._subclasses.fake_tensor import (
     FakeTensorConfig,
     FakeTensorMode,
     UnsupportedOperatorException,
+    in_kernel_invocation_manager,
 )
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 from torch.export.dynamic_shapes import Dim, _DerivedDim as DerivedDim, _DimHint as DimHint, _DimHintType as DimHintType
@@ -120,6 +121,7 @@ __all__ = [
     "real_tensor_propagation",
     "runtime_check",
     "has_composite_kernel",
+    "higher_order_below_modes",
     "has_effects",
     "hop_compile_module",
     "insert_deferred_runtime_asserts",
@@ -135,6 +137,7 @@ __all__ = [
     "active_fake_mode",
     "fake_cache_would_serve",
     "default_device",
+    "fake_fresh",
     "fake_like",
     "fake_of_plain_tensor",
     "fake_over",
@@ -280,6 +283,13 @@ def autograd_visible() -> Any:
 def call_at_key(op: OpOverload, key: DispatchKey):
     """``op``'s kernel at ``key`` as a plain function."""
     return lambda *args, **kwargs: op._op_dk(key, *args, **kwargs)
+
+
+def higher_order_below_modes(op: Any, args: tuple, kwargs: dict) -> Any:
+    """A higher-order op reaching a dispatch mode, handed on at the Python key as torch hands
+    it to the next mode on the stack (``dispatch`` there), rather than dispatched from the
+    top again (its autograd kernel would run twice)."""
+    return op.dispatch(DispatchKey.Python, *args, **kwargs)
 
 
 def clear_dispatch_cache(op: OpOverload) -> None:
@@ -481,13 +491,38 @@ def fake_over(
     dtype: torch.dtype, device: torch.device, requires_grad: bool,
 ) -> FakeTensor:
     """A fake tensor of this layout over ``base``'s storage, as the fake-tensor cache makes a
-    view op's result on a hit (below autograd, which makes it a view of ``base``)."""
+    view op's result on a hit (below autograd, which makes it a view of ``base``).
+
+    Of ``base``'s dtype it is ``as_strided`` on ``base`` as a meta tensor, as view kernels
+    make their results: on symbolic sizes a twentieth of the cost of ``set_``, which checks
+    the layout against the storage's size with a dozen symbolic computations."""
+    if dtype == base.dtype:
+        with in_kernel_invocation_manager(mode), torch._C._DisableTorchDispatch():  # base as meta
+            empty = base.as_strided(shape, stride, offset)
+        if FakeTensorConfig.debug:
+            return FakeTensor(mode, empty.requires_grad_(requires_grad), device)
+        return _as_fake(mode, empty, device, requires_grad, None)
     with torch._C._DisableTorchDispatch():  # reaches no mode: meta tensors
         empty = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
         empty.set_(base.untyped_storage(), offset, shape, stride)
     if FakeTensorConfig.debug:  # each tensor records where it was made
         return FakeTensor(mode, empty.requires_grad_(requires_grad), device)
     return _as_fake(mode, empty, device, requires_grad, None)
+
+
+def fake_fresh(
+    mode: FakeTensorMode, numel: int, shape: tuple[int, ...], stride: tuple[int, ...], dtype: torch.dtype,
+    device: torch.device,
+) -> FakeTensor:
+    """A fake tensor of this layout over new storage of ``numel`` elements, as kernels make
+    their results with ``empty`` or ``empty_permuted``: the storage's size is the number of
+    elements (on symbolic sizes another expression than ``fake_like``'s extent of the
+    strides), and on symbolic sizes it costs half of ``fake_like``'s ``empty``."""
+    with torch._C._DisableTorchDispatch():  # reaches no mode: meta tensors
+        empty = torch.empty((numel,), dtype=dtype, device="meta").as_strided(shape, stride, 0)
+    if FakeTensorConfig.debug:
+        return FakeTensor(mode, empty, device)
+    return _as_fake(mode, empty, device, False, None)
 
 
 def _as_fake(

@@ -322,3 +322,45 @@ def test_a_fake_tensor_over_a_storage_is_the_fake_modes_view_result_below_autogr
     ours = internals.fake_over(mode, base, (6, 3), (1, 6), 6, torch.float32, torch.device("cpu"), False)
     _same_fake(ours, theirs)
     assert ours.untyped_storage()._cdata == theirs.untyped_storage()._cdata == base.untyped_storage()._cdata
+
+
+def _symbolic(mode, *shape):
+    from exporter._torch_internals import DimDynamic, StatelessSymbolicContext
+
+    context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.DYNAMIC] + [DimDynamic.STATIC] * (len(shape) - 2))
+    return mode.from_tensor(torch.randn(*shape), symbolic_context=context)
+
+
+def _exprs(t):
+    """A fake tensor's layout with sizes as expressions (comparing SymInts would guard)."""
+    expr = lambda n: n.node.expr if isinstance(n, torch.SymInt) else n  # noqa: E731
+    return (
+        tuple(map(expr, t.shape)), tuple(map(expr, t.stride())), expr(t.storage_offset()),
+        expr(t.untyped_storage().nbytes()), t.dtype, t._is_view(),
+    )
+
+
+def test_views_and_fresh_tensors_made_directly_on_symbolic_sizes_are_the_kernels():
+    """``fake_over`` (``as_strided`` on the base) and ``fake_fresh`` (storage of one element
+    per element) make what the fake kernels make on symbolic sizes, down to the expression
+    of the storage's size; ``fake_over`` of another dtype keeps its ``set_`` path."""
+    mode = internals.FakeTensorMode(shape_env=internals.ShapeEnv())
+    mode.cache_enabled = False
+    x = _symbolic(mode, 2, 5, 8)
+    b, s, _ = x.shape
+    with mode, torch._C._AutoDispatchBelowADInplaceOrView():
+        view = torch.ops.aten.view.default(x, [b, s, 2, 4])
+        sliced = torch.ops.aten.slice.Tensor(x, 1, 1)
+        added = torch.ops.aten.add.Tensor(x.transpose(0, 1), 1)  # a permuted result
+        as_ints = torch.ops.aten.view.dtype(x, torch.int32)
+    cpu = torch.device("cpu")
+    for theirs in (view, sliced):
+        ours = internals.fake_over(mode, x, theirs.shape, theirs.stride(), theirs.storage_offset(), x.dtype, cpu, False)
+        assert _exprs(ours) == _exprs(theirs)
+        assert ours.untyped_storage()._cdata == x.untyped_storage()._cdata
+        assert torch._C._dispatch_keys(ours) == torch._C._dispatch_keys(theirs) and ours.__dict__.keys() == theirs.__dict__.keys()
+    retyped = internals.fake_over(mode, x, as_ints.shape, as_ints.stride(), 0, torch.int32, cpu, False)
+    assert _exprs(retyped) == _exprs(as_ints)
+    fresh = internals.fake_fresh(mode, added.numel(), added.shape, added.stride(), added.dtype, cpu)
+    assert _exprs(fresh) == _exprs(added)
+    assert fresh.untyped_storage()._cdata != x.untyped_storage()._cdata
