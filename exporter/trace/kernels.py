@@ -36,20 +36,20 @@ import torch.utils._pytree as pytree
 
 from .._torch_internals import (
     COMPOSITE_KEY,
-    autograd_visible,
     DispatchKey,
     FunctionalTensor,
     GuardOnDataDependentSymNode,
     OpOverload,
+    autograd_visible,
     below_autograd,
     call_at_key,
     composite_registrations,
     free_unbacked_symbols,
-    fresh_symint,
     has_composite_kernel,
     runtime_check,
     should_decompose_because_unsafe,
 )
+from .symbolic_memo import layouts_of, memo_key, remade
 
 __all__ = [
     "AUTOGRAD_KEYS",
@@ -197,21 +197,17 @@ def _fake_rule(op: OpOverload, original, active: Active):
                 return original(*args, **kwargs)
         shape_env = fake_mode.shape_env
         memo = _symbolic_memo(fake_mode)
-        key = _memo_key(op, args, kwargs) if memo is not None else None
-        if key is not None:
-            layouts = memo.get(key)
-            if layouts is not None:
-                with fake_mode:
-                    return _fresh_like(layouts, args, kwargs)
+        key = memo_key(op, args, kwargs) if memo is not None else None
+        layouts = memo.get(key, _UNSEEN) if key is not None else None
+        if layouts is not None and layouts is not _UNSEEN:
+            return remade(layouts, args, kwargs, fake_mode)
         pending = len(shape_env.pending_fresh_unbacked_symbols) if shape_env is not None else 0
         with fake_mode:
             out = compute(*args, **kwargs)
         if shape_env is not None and len(shape_env.pending_fresh_unbacked_symbols) > pending:
             _forget_internal_symbols(shape_env, pending, out)
-        elif key is not None:
-            layouts = _fresh_layouts(out, args, kwargs)
-            if layouts is not None:
-                memo[key] = layouts
+        elif layouts is _UNSEEN:
+            memo[key] = layouts_of(out, args, kwargs, fake_mode)
         return out
 
     return rule
@@ -223,15 +219,13 @@ def _fake_rule(op: OpOverload, original, active: Active):
 # composite's fake value is its decomposition run on symbolic sizes: for ``linear`` a
 # reshape, ``addmm`` and a view back, each a few hundred size computations.  A model calls
 # the same composite on the same symbolic sizes again and again (every layer's
-# projections), so within one trace a call whose arguments have the same sizes, strides,
-# dtypes and values as an earlier one gets fresh outputs laid out as that one's.  Only when
-# nothing can differ: the same global settings a decomposition reads (``_settings_key``),
-# no data-dependent sizes in or out (each call gets its own), no real values carried
-# (draft traces), outputs fresh (no view, no storage shared with an argument).  The first
-# call recorded whatever guards the decomposition makes; a repeat would record the same
-# ones again.
+# projections), so within one trace a repeated call gets fresh outputs laid out as the
+# first one's, on the terms ``symbolic_memo`` sets out (the training IR's trace serves
+# every op on them).  The first call recorded whatever guards the decomposition makes; a
+# repeat would record the same ones again.
 
 _MEMOS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_UNSEEN = object()
 
 
 def _symbolic_memo(fake_mode) -> dict | None:
@@ -241,133 +235,6 @@ def _symbolic_memo(fake_mode) -> dict | None:
     if memo is None:
         memo = _MEMOS[fake_mode] = {}
     return memo
-
-
-class _NoKey(Exception):
-    pass
-
-
-def _size_key(value):
-    if type(value) is int:
-        return value
-    if isinstance(value, torch.SymInt) and not free_unbacked_symbols(value):
-        return ("s", value.node.expr)
-    raise _NoKey
-
-
-def _arg_key(value):
-    if isinstance(value, torch.Tensor):
-        if value.layout is not torch.strided or value.is_conj() or value.is_neg() or value.is_quantized:
-            raise _NoKey
-        return (
-            "t",
-            tuple(_size_key(n) for n in value.shape),
-            tuple(_size_key(n) for n in value.stride()),
-            _size_key(value.storage_offset()),
-            value.dtype,
-            value.device,
-            value.requires_grad,
-        )
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(_arg_key(v) for v in value))
-    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        if free_unbacked_symbols(value):
-            raise _NoKey
-        return ("sym", type(value).__name__, value.node.expr)
-    if value is None or isinstance(value, (bool, int, float, str, torch.dtype, torch.device, torch.layout, torch.memory_format)):
-        return (type(value).__name__, value)
-    raise _NoKey
-
-
-def _settings_key() -> tuple:
-    """The global settings a decomposition may read: the attention backends enabled
-    (``sdpa_kernel``), deterministic algorithms, the default dtype."""
-    cuda = torch.backends.cuda
-    return (
-        cuda.flash_sdp_enabled(),
-        cuda.math_sdp_enabled(),
-        cuda.mem_efficient_sdp_enabled(),
-        cuda.cudnn_sdp_enabled(),
-        torch.are_deterministic_algorithms_enabled(),
-        torch.get_default_dtype(),
-    )
-
-
-def _memo_key(op: OpOverload, args: tuple, kwargs: dict) -> tuple | None:
-    try:
-        return (op, _settings_key(), _arg_key(args), tuple((k, _arg_key(v)) for k, v in sorted(kwargs.items())))
-    except _NoKey:
-        return None
-
-
-def _input_sizes(args: tuple, kwargs: dict) -> list[torch.SymInt]:
-    """Every symbolic size the arguments carry, in the order the memo key lists them
-    (keyword arguments by name)."""
-    found = []
-    for value in pytree.tree_leaves((args, sorted(kwargs.items()))):
-        if isinstance(value, torch.Tensor):
-            found.extend(n for n in (*value.shape, *value.stride(), value.storage_offset()) if isinstance(n, torch.SymInt))
-        elif isinstance(value, torch.SymInt):
-            found.append(value)
-    return found
-
-
-def _fresh_layouts(out, args: tuple, kwargs: dict) -> tuple | None:
-    """How to lay out ``out`` again (a tensor or a tuple of them): sizes, strides, dtype,
-    device; None unless every output is a fresh, non-view tensor with its own storage and
-    no data-dependent size.  A symbolic size is kept as the position of the argument size
-    it is (the same object: make_fx tracks each size object once) or as a size to copy."""
-    outputs = out if isinstance(out, tuple) else (out,)
-    inputs = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-    storages = {t.untyped_storage()._cdata for t in inputs}
-    positions = {}
-    for i, size in enumerate(_input_sizes(args, kwargs)):
-        positions.setdefault(id(size.node), i)
-    layouts = []
-    for t in outputs:
-        if not isinstance(t, torch.Tensor) or t._is_view() or t.requires_grad:
-            return None
-        if t.untyped_storage()._cdata in storages or t.layout is not torch.strided:
-            return None
-        try:
-            if _size_key(t.storage_offset()) != 0:
-                return None
-            for n in (*t.shape, *t.stride()):
-                _size_key(n)
-        except _NoKey:
-            return None
-
-        def recipe(n):
-            if isinstance(n, torch.SymInt):
-                position = positions.get(id(n.node))
-                return ("argument", position) if position is not None else ("copy", n)
-            return n
-
-        layouts.append((tuple(map(recipe, t.shape)), tuple(map(recipe, t.stride())), t.dtype, t.device))
-    return (isinstance(out, tuple), tuple(layouts))
-
-
-def _fresh_like(layouts: tuple, args: tuple, kwargs: dict):
-    is_tuple, parts = layouts
-    sizes = _input_sizes(args, kwargs)
-    copies: dict[int, torch.SymInt] = {}  # one copy per size object, as the first call had
-
-    def size(n):
-        if not isinstance(n, tuple):
-            return n
-        kind, value = n
-        if kind == "argument":
-            return sizes[value]
-        copy = copies.get(id(value.node))
-        if copy is None:
-            copy = copies[id(value.node)] = fresh_symint(value)
-        return copy
-
-    made = tuple(
-        torch.empty_strided(tuple(map(size, shape)), tuple(map(size, stride)), dtype=dtype, device=device)
-        for shape, stride, dtype, device in parts
-    )
-    return made if is_tuple else made[0]
 
 
 def _forget_internal_symbols(shape_env, pending: int, out) -> None:

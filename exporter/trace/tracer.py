@@ -59,6 +59,7 @@ from .recorder import CannotRecord, record, traced_graph, traced_node
 from .signature import constant_attribute_fqns, input_specs, output_specs
 from .stacks import on_roomy_stack
 from .state_inputs import StateInputs, collect_state
+from .symbolic_memo import SymbolicMemo
 from .symbols import FakeInputs, fake_inputs, new_fake_mode
 
 __all__ = ["trace"]
@@ -499,7 +500,10 @@ def _trace_once(
     )
     # The tracing context hands our fake mode to anything that compiles a region
     # internally (torch.cond runs its branches through torch.compile).
-    with fake_mode, tracing(TracingContext(fake_mode)):
+    # Below autograd a mode would answer before make_fx's proxy mode (see SymbolicMemo), so
+    # only the pre-dispatch trace of the training IR has one.
+    memo = SymbolicMemo(fake_mode) if training and plan is not None and not draft else contextlib.nullcontext()
+    with fake_mode, memo, tracing(TracingContext(fake_mode)):
         if recorder_hook is not None:
             gm = on_roomy_stack(functools.partial(record, training=training), traced, root, fakes.inputs, recorder_hook, fake_mode.shape_env)
         else:

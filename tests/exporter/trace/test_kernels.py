@@ -209,8 +209,8 @@ def served(monkeypatch):
     from exporter.trace import kernels
 
     answered = []
-    fresh_like = kernels._fresh_like
-    monkeypatch.setattr(kernels, "_fresh_like", lambda layouts, *a: answered.append(layouts) or fresh_like(layouts, *a))
+    remade = kernels.remade
+    monkeypatch.setattr(kernels, "remade", lambda layouts, *a: answered.append(layouts) or remade(layouts, *a))
     return answered
 
 
@@ -258,7 +258,7 @@ def test_data_dependent_sizes_are_never_served_from_the_memo(served):
 
     # the second self.lin(x) is served; neither call on `rows` (a data-dependent length) is
     assert len(served) == 1
-    assert all(not free_unbacked_symbols([shape, stride]) for layouts in served for shape, stride, _, _ in layouts[1])
+    assert all(not free_unbacked_symbols([shape, stride]) for layouts in served for shape, stride, *_ in layouts[1])
     for rows in (6, 9):
         fresh = torch.randn(rows, 4)
         fresh[::2, 0] = 1.0

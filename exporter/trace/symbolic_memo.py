@@ -1,0 +1,307 @@
+"""Fake results on symbolic sizes, served again within one trace.
+
+With symbolic sizes the fake-tensor cache is off (``symbols.new_fake_mode``), so every op
+of a dynamic trace runs its fake kernel: for each output size and stride a few sympy
+computations, for a composite's decomposition hundreds.  A model makes the same call on
+the same symbolic sizes again and again (every layer repeats the one before), and the
+answer cannot change in between unless something it reads did.  ``SymbolicMemo`` is a
+dispatch mode just above the fake mode that gives such a repeat fresh fake results laid
+out as the first call's, without running the kernel.
+
+A call is served only when nothing can differ:
+
+* the op is built in, writes nothing, has no side effect and returns plain tensors of
+  no data-dependent size (a view op: one, made over its one tensor argument's storage,
+  as the fake kernel makes it);
+* its arguments are this trace's fake tensors carrying no constant, and numbers: the key
+  holds each size, stride, storage offset and storage size as the ShapeEnv's current
+  expression, and each dtype, device and flag (a guard that specialized a size changes
+  the expression, and so the key);
+* the global settings a kernel may read are the same (``_settings_key``);
+* no size is data-dependent, in or out, and the first call made no new symbol;
+* the results remade from the recorded layout describe exactly what the kernel returned.
+
+The first call recorded whatever guards its kernel made; the repeat would make the same
+ones again.  Kept-whole composites get the same service from their fake rule
+(``kernels``), which shares the key and the layouts with this mode.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.utils._pytree as pytree
+
+from .._torch_internals import (
+    FakeTensor,
+    FakeTensorMode,
+    OpOverload,
+    TorchDispatchMode,
+    fake_fresh,
+    fake_like,
+    fake_over,
+    free_unbacked_symbols,
+    fresh_symint,
+    has_effects,
+    higher_order_below_modes,
+    is_builtin_op,
+)
+
+__all__ = ["SymbolicMemo", "layouts_of", "memo_key", "memoizable", "remade"]
+
+_NOT_SERVED = frozenset({torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape, torch.Tag.inplace_view})
+_UNSEEN = object()
+
+
+def memoizable(func: OpOverload) -> bool:
+    """Ops whose fake results a memo may serve: built-in, writing nothing, with no side
+    effect, returning one or more plain tensors (a view: one), of no data-dependent size."""
+    schema = func._schema
+    if schema.is_mutable or not schema.returns or any(str(r.type) != "Tensor" for r in schema.returns):
+        return False
+    if func.is_view and len(schema.returns) != 1:
+        return False
+    return not (_NOT_SERVED & set(func.tags)) and is_builtin_op(func) and not has_effects(func)
+
+
+class _NoKey(Exception):
+    pass
+
+
+def _size_key(value):
+    if type(value) is int:
+        return value
+    if isinstance(value, torch.SymInt) and not free_unbacked_symbols(value):
+        return ("s", value.node.expr)
+    raise _NoKey
+
+
+def _arg_key(value):
+    if isinstance(value, torch.Tensor):
+        if (
+            value.layout is not torch.strided
+            or value.is_conj()
+            or value.is_neg()
+            or value.is_quantized
+            or (isinstance(value, FakeTensor) and value.constant is not None)
+        ):
+            raise _NoKey
+        return (
+            "t",
+            type(value),
+            tuple(_size_key(n) for n in value.shape),
+            tuple(_size_key(n) for n in value.stride()),
+            _size_key(value.storage_offset()),
+            value.dtype,
+            value.device,
+            value.requires_grad,
+            value.is_inference(),
+        )
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_arg_key(v) for v in value))
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        if free_unbacked_symbols(value):
+            raise _NoKey
+        return ("sym", type(value).__name__, value.node.expr)
+    if value is None or isinstance(value, (bool, int, float, str, torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return (type(value).__name__, value)
+    raise _NoKey
+
+
+def _settings_key() -> tuple:
+    """The global settings a kernel or decomposition may read: the attention backends
+    enabled (``sdpa_kernel``), deterministic algorithms, the default dtype, inference mode."""
+    cuda = torch.backends.cuda
+    return (
+        cuda.flash_sdp_enabled(),
+        cuda.math_sdp_enabled(),
+        cuda.mem_efficient_sdp_enabled(),
+        cuda.cudnn_sdp_enabled(),
+        torch.are_deterministic_algorithms_enabled(),
+        torch.get_default_dtype(),
+        torch.is_inference_mode_enabled(),
+    )
+
+
+def memo_key(op: OpOverload, args: tuple, kwargs: dict) -> tuple | None:
+    """What a call's fake result depends on, or None when it may depend on more."""
+    try:
+        return (op, _settings_key(), _arg_key(args), tuple((k, _arg_key(v)) for k, v in sorted(kwargs.items())))
+    except _NoKey:
+        return None
+
+
+def _input_sizes(args: tuple, kwargs: dict) -> list[torch.SymInt]:
+    """Every symbolic size the arguments carry, in the order the memo key lists them
+    (keyword arguments by name)."""
+    found = []
+    for value in pytree.tree_leaves((args, sorted(kwargs.items()))):
+        if isinstance(value, torch.Tensor):
+            found.extend(n for n in (*value.shape, *value.stride(), value.storage_offset()) if isinstance(n, torch.SymInt))
+        elif isinstance(value, torch.SymInt):
+            found.append(value)
+    return found
+
+
+def _layouts(out, args: tuple, kwargs: dict, view_of: int | None, flat: bool) -> tuple | None:
+    """How to make ``out`` (a tensor or a tuple of them) again: per output its sizes,
+    strides, dtype, device, and either its storage offset (``view_of``: the one output of a
+    view, over argument ``view_of``'s storage) or, with ``flat``, its number of elements
+    (fresh storage of that many elements, as ``empty`` makes it).  None unless every output
+    is a plain tensor of no data-dependent size, fresh ones with storage of their own at
+    offset 0.  A symbolic size is kept as the position of the argument size it is (the same
+    object: make_fx tracks each size object once) or as a size to copy."""
+    outputs = out if isinstance(out, tuple) else (out,)
+    inputs = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    storages = {t.untyped_storage()._cdata for t in inputs}
+    positions = {}
+    for i, size in enumerate(_input_sizes(args, kwargs)):
+        positions.setdefault(id(size.node), i)
+
+    def recipe(n):
+        if isinstance(n, torch.SymInt):
+            position = positions.get(id(n.node))
+            return ("argument", position) if position is not None else ("copy", n)
+        return n
+
+    layouts = []
+    for t in outputs:
+        if not isinstance(t, torch.Tensor) or t._is_view() or t.requires_grad or t.layout is not torch.strided:
+            return None
+        try:
+            for n in (*t.shape, *t.stride(), t.storage_offset()):
+                _size_key(n)
+        except _NoKey:
+            return None
+        if view_of is None:
+            if t.untyped_storage()._cdata in storages or _size_key(t.storage_offset()) != 0:
+                return None
+            where = ("flat", recipe(t.numel())) if flat else ("strided", None)
+        else:
+            where = ("view", recipe(t.storage_offset()))
+        layouts.append((tuple(map(recipe, t.shape)), tuple(map(recipe, t.stride())), t.dtype, t.device, where))
+    return (isinstance(out, tuple), tuple(layouts), view_of)
+
+
+def remade(layouts: tuple, args: tuple, kwargs: dict, fake_mode: FakeTensorMode):
+    """Fresh fake outputs of ``fake_mode`` laid out as ``layouts`` says (see
+    ``layouts_of``), on this call's argument sizes."""
+    is_tuple, parts, view_of = layouts
+    sizes = _input_sizes(args, kwargs)
+    copies: dict[int, torch.SymInt] = {}  # one copy per size object, as the first call had
+
+    def size(n):
+        if not isinstance(n, tuple):
+            return n
+        kind, value = n
+        if kind == "argument":
+            return sizes[value]
+        copy = copies.get(id(value.node))
+        if copy is None:
+            copy = copies[id(value.node)] = fresh_symint(value)
+        return copy
+
+    made = []
+    for shape, stride, dtype, device, (kind, value) in parts:
+        shape, stride = tuple(map(size, shape)), tuple(map(size, stride))
+        if kind == "view":
+            made.append(fake_over(fake_mode, args[view_of], shape, stride, size(value), dtype, device, False))
+        elif kind == "flat":
+            made.append(fake_fresh(fake_mode, size(value), shape, stride, dtype, device))
+        else:
+            made.append(fake_like(fake_mode, shape, stride, dtype, device, False))
+    return tuple(made) if is_tuple else made[0]
+
+
+def _description(t: torch.Tensor) -> tuple:
+    """Everything about a fake tensor a remade result must match, sizes as expressions."""
+    return (
+        tuple(_size_key(n) for n in t.shape),
+        tuple(_size_key(n) for n in t.stride()),
+        _size_key(t.storage_offset()),
+        _size_key(t.untyped_storage().nbytes()),
+        t.dtype, t.device, type(t), t.requires_grad, t.is_inference(), t._is_view(),
+    )
+
+
+def layouts_of(out, args: tuple, kwargs: dict, fake_mode: FakeTensorMode) -> tuple | None:
+    """How ``remade`` makes ``out``, the fake result of a call on ``args`` and ``kwargs``,
+    again on a later call's arguments; None when it cannot make exactly the same.
+
+    One output over the storage of the call's one tensor argument is made over that
+    argument's storage (what a view op returns, and an op whose kernel returns a view
+    without saying so, such as ``_unsafe_view``); other outputs need storage of their own.
+    Each way of making them is tried on this call's arguments and kept only when what it
+    makes describes exactly what the kernel returned, down to the expression of the
+    storage's size."""
+    outputs = out if isinstance(out, tuple) else (out,)
+    if any(type(o) is not FakeTensor or o.fake_mode is not fake_mode or o.constant is not None for o in outputs):
+        return None
+    try:
+        described = [_description(o) for o in outputs]
+    except _NoKey:  # a data-dependent size
+        return None
+    tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    view_of = None
+    if (
+        len(tensors) == 1
+        and len(outputs) == 1
+        and not any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(kwargs))
+        and outputs[0].untyped_storage()._cdata == args[tensors[0]].untyped_storage()._cdata
+    ):
+        view_of = tensors[0]
+    for flat in (True, False) if view_of is None else (False,):
+        layouts = _layouts(out, args, kwargs, view_of, flat)
+        if layouts is None:
+            return None
+        again = remade(layouts, args, kwargs, fake_mode)
+        if [_description(r) for r in (again if isinstance(again, tuple) else (again,))] == described:
+            return layouts
+    return None
+
+
+class SymbolicMemo(TorchDispatchMode):
+    """The memo of one trace on symbolic sizes, as a mode just above its fake mode.
+
+    Only for a trace whose proxy mode records above autograd (make_fx's pre-dispatch
+    trace, the training IR): torch keeps its own modes (fake, proxy, functional) below
+    every other mode, so below autograd this mode would answer calls before the proxy mode
+    saw them."""
+
+    supports_higher_order_operators = True
+    """Higher-order ops (``torch.cond``, ...) are handed on to the fake mode, unserved."""
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        # torch.compile (``torch.cond`` compiles its call) skips frames under a mode that
+        # says otherwise; with this answer it compiles as if the memo were not there.
+        return True
+
+    def __init__(self, fake_mode: FakeTensorMode) -> None:
+        TorchDispatchMode.__init__(self)
+        self.fake_mode = fake_mode
+        self._memo: dict[tuple, tuple | None] = {}
+        self._memoizable: dict[OpOverload, bool] = {}
+
+    def __torch_dispatch__(self, func, types, args, kwargs=None):
+        if not isinstance(func, OpOverload):
+            return higher_order_below_modes(func, args, kwargs or {})
+        kwargs = kwargs or {}
+        able = self._memoizable.get(func)
+        if able is None:
+            able = self._memoizable[func] = memoizable(func)
+        if not able or any(t is not FakeTensor for t in types):
+            return func(*args, **kwargs)
+        key = memo_key(func, args, kwargs)
+        if key is None:
+            return func(*args, **kwargs)
+        layouts = self._memo.get(key, _UNSEEN)
+        if layouts is _UNSEEN:
+            shape_env = self.fake_mode.shape_env
+            pending = len(shape_env.pending_fresh_unbacked_symbols)
+            out = func(*args, **kwargs)
+            fresh = len(shape_env.pending_fresh_unbacked_symbols) > pending
+            self._memo[key] = None if fresh else layouts_of(out, args, kwargs, self.fake_mode)
+            return out
+        if layouts is None:
+            return func(*args, **kwargs)
+        return remade(layouts, args, kwargs, self.fake_mode)

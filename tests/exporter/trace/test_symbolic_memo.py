@@ -1,0 +1,243 @@
+"""The memo of a trace on symbolic sizes: served calls get exactly what the kernels make,
+and a training-IR export is the same program with and without it."""
+
+import contextlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import exporter
+from exporter._torch_internals import DimDynamic, FakeTensorMode, ShapeEnv, StatelessSymbolicContext
+from exporter.trace import tracer
+from exporter.trace.symbolic_memo import SymbolicMemo, layouts_of, memo_key, memoizable, remade
+from tests.e2e.cases import TRANSFORMER_CASES
+from tests.support import graph_fingerprint
+
+aten = torch.ops.aten
+
+
+def _mode():
+    mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True, export=True)
+    mode.cache_enabled = False  # as for every dynamic export
+    return mode
+
+
+def _symbolic(mode, *shape, dynamic=2):
+    sizes = [DimDynamic.DYNAMIC] * dynamic + [DimDynamic.STATIC] * (len(shape) - dynamic)
+    return mode.from_tensor(torch.randn(*shape), symbolic_context=StatelessSymbolicContext(dynamic_sizes=sizes))
+
+
+def _exprs(t):
+    expr = lambda n: n.node.expr if isinstance(n, torch.SymInt) else n  # noqa: E731
+    return (
+        tuple(map(expr, t.shape)), tuple(map(expr, t.stride())), expr(t.storage_offset()),
+        expr(t.untyped_storage().nbytes()), t.dtype, t.device, t._is_view(), t.requires_grad,
+    )
+
+
+def _calls(x, w):
+    """(op, args, kwargs) of calls a transformer layer makes below autograd, on ``x`` of
+    symbolic batch and length and a static weight ``w``."""
+    b, s, d = x.shape
+    flat = x.view(b * s, d)
+    heads = x.view(b, s, 2, d // 2).transpose(1, 2)
+    return [
+        (aten.view.default, (x, [b, s, 2, d // 2]), {}),
+        (aten.transpose.int, (x, 0, 1), {}),
+        (aten.slice.Tensor, (x, 1, 1, s), {}),
+        (aten.expand.default, (x[:, :1], [b, s, d]), {}),
+        (aten._unsafe_view.default, (flat, [b, s, d]), {}),
+        (aten.mm.default, (flat, w), {}),
+        (aten.add.Tensor, (x.transpose(0, 1), 1.0), {}),
+        (aten.mul.Tensor, (heads, heads), {}),
+        (aten.cat.default, ([x, x], -1), {}),
+        (aten.mean.dim, (x, [-1], True), {}),
+        (aten._scaled_dot_product_flash_attention_for_cpu.default, (heads, heads, heads), {"is_causal": True}),
+        (aten.view.dtype, (x, torch.int32), {}),
+    ]
+
+
+def test_served_results_are_exactly_what_the_kernels_make_on_other_sizes():
+    """Recorded on one call, remade for a later call with the same key (other tensors of
+    the same symbolic layout): the same layout as the kernel's, down to the storage's size
+    expression; views over the argument's storage, other results over storage of their own."""
+    mode = _mode()
+    with mode:
+        w = torch.empty(8, 8)
+    first = _symbolic(mode, 2, 5, 8)
+    with mode, torch._C._AutoDispatchBelowADInplaceOrView():
+        second = torch.ops.aten.clone.default(first)
+        recorded = []
+        for op, args, kwargs in _calls(first, w):
+            assert memoizable(op) and memo_key(op, args, kwargs) is not None
+            layouts = layouts_of(op(*args, **kwargs), args, kwargs, mode)
+            assert layouts is not None, op
+            recorded.append((memo_key(op, args, kwargs), layouts))
+        for (key, layouts), (op, args, kwargs) in zip(recorded, _calls(second, w)):
+            assert memo_key(op, args, kwargs) == key
+            theirs = op(*args, **kwargs)
+            ours = remade(layouts, args, kwargs, mode)
+            theirs, ours = (theirs, ours) if isinstance(theirs, tuple) else ((theirs,), (ours,))
+            storages = {a.untyped_storage()._cdata for a in torch.utils._pytree.tree_leaves(args) if isinstance(a, torch.Tensor)}
+            for t, o in zip(theirs, ours):
+                assert _exprs(o) == _exprs(t), op
+                assert (o.untyped_storage()._cdata in storages) == (t.untyped_storage()._cdata in storages), op
+
+
+def test_calls_that_may_differ_are_never_keyed_or_laid_out():
+    mode = _mode()
+    x = _symbolic(mode, 2, 5, 8)
+    with mode:
+        constant = torch.empty(2)
+    constant.constant = torch.tensor([1.0, 2.0])  # a fake tensor carrying its value
+    with mode:
+        rows = torch.ops.aten.nonzero.default(x[0, :, 0] > 0)
+    assert not memoizable(aten.add_.Tensor)  # writes
+    assert not memoizable(aten.nonzero.default)  # data-dependent size
+    assert not memoizable(aten.split.Tensor)  # a list of results
+    assert memo_key(aten.add.Tensor, (constant, constant), {}) is None
+    assert memo_key(aten.add.Tensor, (rows, rows), {}) is None  # a data-dependent size in
+    plain = memo_key(aten.add.Tensor, (x, x), {})
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        assert memo_key(aten.add.Tensor, (x, x), {}) != plain  # settings are in the key
+    with torch.inference_mode():
+        assert memo_key(aten.add.Tensor, (x, x), {}) != plain
+
+
+class _Counted(SymbolicMemo):
+    served: list = []
+
+    def __torch_dispatch__(self, func, types, args, kwargs=None):
+        key = memo_key(func, args, kwargs or {}) if isinstance(func, torch._ops.OpOverload) else None
+        if key is not None and self._memo.get(key) is not None:
+            _Counted.served.append(func)
+        return SymbolicMemo.__torch_dispatch__(self, func, types, args, kwargs)
+
+
+@pytest.fixture
+def served(monkeypatch):
+    """The ops the training trace's memo served, one entry per call it answered."""
+    _Counted.served = []
+    monkeypatch.setattr(tracer, "SymbolicMemo", _Counted)
+    return _Counted.served
+
+
+@contextlib.contextmanager
+def _without_memo(monkeypatch):
+    with monkeypatch.context() as patch:
+        patch.setattr(tracer, "SymbolicMemo", lambda fake_mode: contextlib.nullcontext())
+        yield
+
+
+class Blocks(torch.nn.Module):
+    """Repeated blocks of views, a permuted elementwise result and attention."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(3))
+        self.norm = torch.nn.LayerNorm(8)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        for block in self.blocks:
+            h = block(self.norm(x)).view(b, s, 2, 4).transpose(1, 2)
+            a = F.scaled_dot_product_attention(h, h, h, is_causal=True)
+            x = x + a.transpose(1, 2).reshape(b, s, 8) * x.transpose(0, 1).transpose(0, 1)
+        return x, x[:, 1:].sum(1)
+
+
+def _spec():
+    return ({0: torch.export.Dim("batch", min=2, max=32), 1: torch.export.Dim("seq", min=3, max=64)},)
+
+
+def test_a_training_export_is_the_same_program_with_and_without_the_memo(served, monkeypatch):
+    model, x = Blocks(), torch.randn(3, 5, 8)
+    with_memo = exporter.export(model, (x,), dynamic_shapes=_spec(), ir="training")
+    assert {aten.view.default, aten.transpose.int, aten.addmm.default, aten._scaled_dot_product_flash_attention_for_cpu.default} <= set(served)
+    count = len(served)
+    with _without_memo(monkeypatch):
+        without = exporter.export(model, (x,), dynamic_shapes=_spec(), ir="training")
+    assert len(served) == count
+    assert graph_fingerprint(with_memo.graph_module) == graph_fingerprint(without.graph_module)
+    assert with_memo.range_constraints == without.range_constraints
+    for shape in ((3, 5, 8), (7, 3, 8), (2, 33, 8)):
+        fresh = torch.randn(shape)
+        torch.testing.assert_close(with_memo.module()(fresh), model(fresh))
+
+
+class DataDependent(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        rows = x[x[:, 0] > 0]
+        return self.lin(rows).sum(0) + self.lin(rows).sum(0), self.lin(x) + self.lin(x)
+
+
+def test_data_dependent_sizes_are_never_served(served, monkeypatch):
+    model, x = DataDependent(), torch.randn(6, 4)
+    x[:3, 0] = 1.0
+    spec = ({0: torch.export.Dim("n", min=2, max=32)},)
+    program = exporter.export(model, (x,), dynamic_shapes=spec, ir="training")
+    assert served  # the second self.lin(x)'s parts; no call on `rows` has a key
+    with _without_memo(monkeypatch):
+        without = exporter.export(model, (x,), dynamic_shapes=spec, ir="training")
+    assert graph_fingerprint(program.graph_module) == graph_fingerprint(without.graph_module)
+    for rows in (6, 9):
+        fresh = torch.randn(rows, 4)
+        fresh[::2, 0] = 1.0
+        torch.testing.assert_close(program.module()(fresh), model(fresh))
+
+
+class Branches(torch.nn.Module):
+    def forward(self, x):
+        return torch.cond(x.shape[0] > 4, lambda t: (t * 2).transpose(0, 1), lambda t: (t + 1).transpose(0, 1), (x,))
+
+
+def test_higher_order_ops_pass_to_the_fake_mode(served, monkeypatch):
+    """torch.cond compiles its call with torch.compile, which the memo's mode must not
+    change; its branches run on the fake mode as without the memo."""
+    model, x = Branches(), torch.randn(6, 3)
+    spec = ({0: torch.export.Dim("n", min=2, max=32)},)
+    with_memo = exporter.export(model, (x,), dynamic_shapes=spec, ir="training")
+    with _without_memo(monkeypatch):
+        without = exporter.export(model, (x,), dynamic_shapes=spec, ir="training")
+    assert graph_fingerprint(with_memo.graph_module) == graph_fingerprint(without.graph_module)
+    for rows in (3, 9):
+        fresh = torch.randn(rows, 3)
+        torch.testing.assert_close(with_memo.module()(fresh), model(fresh))
+
+
+def _text_dims(kwargs):
+    batch = torch.export.Dim("batch", min=2, max=16)
+    lengths = {}
+    for name, value in kwargs.items():
+        lengths.setdefault(value.shape[1], torch.export.Dim(f"seq{len(lengths)}", min=2, max=32))
+    return {name: {0: batch, 1: lengths[value.shape[1]]} for name, value in kwargs.items()}
+
+
+@pytest.mark.parametrize("case", TRANSFORMER_CASES, ids=lambda c: c.name)
+def test_transformers_training_programs_are_the_same_with_and_without_the_memo(case, served, monkeypatch):
+    """Batch and sequence dynamic, training IR: the program and its ranges do not depend on
+    the memo, and it runs as the model does on other sizes."""
+    model = case.make_model()
+    _, kwargs = case.make_inputs(0)
+    with_memo = exporter.export(model, (), kwargs, dynamic_shapes=_text_dims(kwargs), ir="training")
+    assert served
+    with _without_memo(monkeypatch):
+        without = exporter.export(model, (), kwargs, dynamic_shapes=_text_dims(kwargs), ir="training")
+    assert graph_fingerprint(with_memo.graph_module) == graph_fingerprint(without.graph_module)
+    assert with_memo.range_constraints == without.range_constraints
+    # one more row, two fewer positions: other sizes, values the model accepts
+    other = {name: torch.cat([v, v[:1]])[:, : v.shape[1] - 2] for name, v in case.make_inputs(1)[1].items()}
+    with torch.no_grad():
+        expected = model(**other)
+        actual = with_memo.module()(**other)
+    expected = [t for t in torch.utils._pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
+    actual = [t for t in torch.utils._pytree.tree_leaves(actual) if isinstance(t, torch.Tensor)]
+    assert len(expected) == len(actual)
+    for e, a in zip(expected, actual):
+        torch.testing.assert_close(a, e, atol=1e-4, rtol=1e-4)
+
