@@ -133,6 +133,7 @@ __all__ = [
     "dynamo_compile_lock",
     "load_what_shape_envs_load",
     "make_fx",
+    "MAKE_FX_TENSOR_METADATA",
     "graph_module_of",
     "active_fake_mode",
     "fake_cache_would_serve",
@@ -148,6 +149,8 @@ __all__ = [
     "fake_value_of",
     "needs_exact_strides",
     "tensor_meta",
+    "tensor_metadata_with",
+    "shape_env_version",
     "autograd_would_have_expanded",
     "fx_tracing_flag",
     "PRE_DISPATCH",
@@ -611,6 +614,25 @@ def tensor_meta(value: torch.Tensor) -> Any:
     from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
     return _extract_tensor_metadata(value)
+
+
+MAKE_FX_TENSOR_METADATA = (proxy_tensor, "_extract_tensor_metadata")
+"""Where make_fx looks up the function that makes each node's ``tensor_meta`` (owner,
+attribute name), for ``patches`` to replace."""
+
+
+def tensor_metadata_with(value: torch.Tensor, memory_format: torch.memory_format | None) -> Any:
+    """The ``tensor_meta`` torch's ``_extract_tensor_metadata`` makes for a plain, strided,
+    unquantized tensor whose memory format is ``memory_format``, without working it out."""
+    from torch.fx.passes.shape_prop import TensorMetadata
+
+    return TensorMetadata(value.shape, value.dtype, value.requires_grad, value.stride(), memory_format, False, {})
+
+
+def shape_env_version(shape_env: Any) -> int:
+    """A number that changes whenever the ShapeEnv learns a fact that may change how a size
+    expression evaluates (a replacement, a range, a divisibility)."""
+    return shape_env._version_counter
 
 
 def autograd_would_have_expanded(op: OpOverload, flat_args: list[Any]) -> bool:

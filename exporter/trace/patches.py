@@ -39,6 +39,10 @@ that compile their bodies (cond,       patches (``ExportDynamoConfig``): no auto
 while_loop), when Dynamo is loaded     dynamic shapes on re-compiles, scalar outputs captured
 ``builtins.max``/``min``,              ``torch._export.non_strict_utils._override_builtin_ops``
 ``math.pow``
+make_fx's ``tensor_meta`` maker:       (none) make_fx works out each node's memory format
+memory formats on symbolic sizes       again, some sixty sympy computations a node; the
+remembered per trace                   answer is kept per size and stride expressions and
+                                       ShapeEnv version (``symbolic_memo``)
 ``Tensor.__getitem__`` with sizes,     the ``__getitem__`` and ``torch.tensor`` rewrites of
 ``torch.tensor`` of sizes              ``_NonStrictTorchFunctionHandler``
 higher-order-op bodies Dynamo          (none: torch.export's traces leave no entry a later
@@ -89,8 +93,9 @@ kernel tables, fake rules,             nothing: ``py_kernels`` are shared, but t
 ``FunctionalTensor.to``, ``max``,      kernels delegate (the Python dispatcher that
 ``min``, ``math.pow``,                 reads them from C++ is on in the tracing thread
 ``__getitem__``, ``torch.tensor``,     only); ``is_exporting()`` answers what it did
-``create_node``, ``call_module``,      before the trace, so torch.compile called there
-the draft check, the higher-order-op   compiles
+make_fx's ``tensor_meta`` maker,       before the trace, so torch.compile called there
+``create_node``, ``call_module``,      compiles
+the draft check, the higher-order-op
 compile hook, ``is_exporting()``, the
 fast recorder's ``nn.Module.__call__``
 and ``HigherOrderOperator.__call__``,
@@ -151,6 +156,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from .._torch_internals import (
+    MAKE_FX_TENSOR_METADATA,
     FunctionalTensor,
     HigherOrderOperator,
     OpOverload,
@@ -185,6 +191,7 @@ from .kernels import (
 )
 from .python_ops import builtin_max, builtin_min, power, tensor_factory, tensor_getitem
 from .stacks import user_stack_trace
+from .symbolic_memo import memory_formats_remembered
 
 __all__ = [
     "EXPORT_LOCK",
@@ -304,6 +311,7 @@ def tracing_patches(on_node: NodeHook | None = None, *, draft: bool = False, tra
         stack.enter_context(_dynamo_config_for_bodies())
         stack.enter_context(_hop_bodies_forgotten())
         stack.enter_context(_python_semantics())
+        stack.enter_context(_memory_formats_remembered())
         yield
 
 
@@ -626,6 +634,14 @@ def _python_semantics() -> Iterator[None]:
         for owner, name, make in _PYTHON_REPLACEMENTS:
             real = getattr(owner, name)
             stack.enter_context(_replaced(owner, name, _in_tracing_thread(make(real), real)))
+        yield
+
+
+@contextlib.contextmanager
+def _memory_formats_remembered() -> Iterator[None]:
+    owner, name = MAKE_FX_TENSOR_METADATA
+    real = getattr(owner, name)
+    with _replaced(owner, name, _in_tracing_thread(memory_formats_remembered(real), real)):
         yield
 
 

@@ -28,6 +28,10 @@ ones again.  Kept-whole composites get the same service from their fake rule
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import torch.utils._pytree as pytree
 
@@ -44,9 +48,11 @@ from .._torch_internals import (
     has_effects,
     higher_order_below_modes,
     is_builtin_op,
+    shape_env_version,
+    tensor_metadata_with,
 )
 
-__all__ = ["SymbolicMemo", "layouts_of", "memo_key", "memoizable", "remade"]
+__all__ = ["SymbolicMemo", "layouts_of", "memo_key", "memoizable", "memory_formats_remembered", "remade"]
 
 _NOT_SERVED = frozenset({torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape, torch.Tag.inplace_view})
 _UNSEEN = object()
@@ -305,3 +311,46 @@ class SymbolicMemo(TorchDispatchMode):
         if layouts is None:
             return func(*args, **kwargs)
         return remade(layouts, args, kwargs, self.fake_mode)
+
+
+def memory_formats_remembered(extract: Callable[..., Any]) -> Callable[..., Any]:
+    """make_fx's ``tensor_meta`` maker ``extract``, answering a fake tensor's memory format on
+    symbolic sizes from an earlier tensor of the same layout.
+
+    make_fx records ``tensor_meta`` on every node, and for it asks whether the value is
+    contiguous in each memory format: on symbolic sizes some twenty sympy computations per
+    format, a sixth of a dynamic trace.  The answer depends on the sizes and strides (as
+    the ShapeEnv's current expressions) and on the facts the ShapeEnv holds, so it is kept
+    per ShapeEnv under those expressions and the ShapeEnv's version, which changes with any
+    fact that may change how an expression evaluates.  The metadata itself is made for each
+    tensor, with its own sizes."""
+    formats: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def remembered(result: Any, include_contiguity: bool = True) -> Any:
+        if (
+            not include_contiguity
+            or type(result) is not FakeTensor
+            or result.layout is not torch.strided
+            or result.is_quantized
+            or result.fake_mode.shape_env is None
+        ):
+            return extract(result, include_contiguity)
+        shape, stride = result.shape, result.stride()
+        if not any(isinstance(n, torch.SymInt) for n in (*shape, *stride)):
+            return extract(result, include_contiguity)
+        shape_env = result.fake_mode.shape_env
+        try:
+            key = (tuple(map(_size_key, shape)), tuple(map(_size_key, stride)), shape_env_version(shape_env))
+        except _NoKey:  # a data-dependent size: the answer may come from the data
+            return extract(result, include_contiguity)
+        known = formats.get(shape_env)
+        if known is None:
+            known = formats[shape_env] = {}
+        memory_format = known.get(key, _UNSEEN)
+        if memory_format is _UNSEEN:
+            meta = extract(result, include_contiguity)
+            known[key] = meta.memory_format
+            return meta
+        return tensor_metadata_with(result, memory_format)
+
+    return remembered

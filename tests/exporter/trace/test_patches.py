@@ -17,6 +17,7 @@ import exporter
 from torch._subclasses import fake_utils
 
 from exporter._torch_internals import (
+    MAKE_FX_TENSOR_METADATA,
     DimDynamic,
     FakeTensorMode,
     FunctionalTensor,
@@ -54,6 +55,7 @@ def _global_state():
         "grad": torch.is_grad_enabled(),
         "getitem": torch.Tensor.__dict__.get("__getitem__"),
         "tensor": torch.tensor,
+        "tensor metadata": getattr(*MAKE_FX_TENSOR_METADATA),
     }
 
 

@@ -241,3 +241,41 @@ def test_transformers_training_programs_are_the_same_with_and_without_the_memo(c
     for e, a in zip(expected, actual):
         torch.testing.assert_close(a, e, atol=1e-4, rtol=1e-4)
 
+
+
+def test_memory_formats_are_remembered_per_layout_and_shape_env_version():
+    from exporter._torch_internals import shape_env_version, tensor_meta
+    from exporter.trace.symbolic_memo import memory_formats_remembered
+
+    computed = []
+
+    def extract(value, include_contiguity=True):
+        computed.append(value)
+        return tensor_meta(value)
+
+    remembered = memory_formats_remembered(extract)
+    mode = _mode()
+    image = _symbolic(mode, 2, 3, 5, 5, dynamic=1)
+    x = _symbolic(mode, 2, 5, 8)
+    with mode:
+        layouts = [x, x.transpose(0, 1), image, image.contiguous(memory_format=torch.channels_last), image[:, :, 1:]]
+        again = [t.clone(memory_format=torch.preserve_format) if t.is_contiguous() else t + 0 for t in layouts]
+    for first in layouts:
+        assert remembered(first) == tensor_meta(first)
+    assert len(computed) == len(layouts)
+    for second in again:
+        ours = remembered(second)
+        assert ours == tensor_meta(second)
+        assert [getattr(n, 'node', n) for n in ours.shape] == [getattr(n, 'node', n) for n in second.shape]  # its own
+    assert len(computed) == len(layouts) + sum(
+        not any(_exprs(t)[:2] == _exprs(s)[:2] for t in layouts) for s in again
+    )
+    version = shape_env_version(mode.shape_env)
+    assert bool(x.shape[1] == 5)  # a guard that pins the size: a replacement
+    assert shape_env_version(mode.shape_env) != version
+    computed.clear()
+    remembered(again[0])
+    assert computed  # worked out again under the new facts
+    static = torch.empty(2, 3)
+    remembered(static)
+    assert computed[-1] is static  # no symbolic size: torch's own answer
