@@ -15,6 +15,7 @@ import functools
 import glob
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -121,7 +122,6 @@ __all__ = [
     "real_tensor_propagation",
     "runtime_check",
     "has_composite_kernel",
-    "higher_order_below_modes",
     "has_effects",
     "hop_compile_module",
     "insert_deferred_runtime_asserts",
@@ -138,6 +138,7 @@ __all__ = [
     "active_fake_mode",
     "fake_cache_would_serve",
     "default_device",
+    "fake_dispatch_through",
     "fake_fresh",
     "fake_like",
     "fake_of_plain_tensor",
@@ -286,13 +287,6 @@ def autograd_visible() -> Any:
 def call_at_key(op: OpOverload, key: DispatchKey):
     """``op``'s kernel at ``key`` as a plain function."""
     return lambda *args, **kwargs: op._op_dk(key, *args, **kwargs)
-
-
-def higher_order_below_modes(op: Any, args: tuple, kwargs: dict) -> Any:
-    """A higher-order op reaching a dispatch mode, handed on at the Python key as torch hands
-    it to the next mode on the stack (``dispatch`` there), rather than dispatched from the
-    top again (its autograd kernel would run twice)."""
-    return op.dispatch(DispatchKey.Python, *args, **kwargs)
 
 
 def clear_dispatch_cache(op: OpOverload) -> None:
@@ -614,6 +608,20 @@ def tensor_meta(value: torch.Tensor) -> Any:
     from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
     return _extract_tensor_metadata(value)
+
+
+@contextlib.contextmanager
+def fake_dispatch_through(mode: FakeTensorMode, wrapper: Any) -> Iterator[None]:
+    """Within the block every op ``mode`` computes goes through ``wrapper(dispatch, func,
+    types, args, kwargs)``, ``dispatch`` being the mode's own (what its
+    ``__torch_dispatch__`` calls): an attribute of this one mode object, which no other mode
+    sees.  Below every other mode, so the op has been recorded by any proxy mode above."""
+    own = mode.dispatch
+    mode.dispatch = lambda func, types, args=(), kwargs=None: wrapper(own, func, types, args, kwargs)
+    try:
+        yield
+    finally:
+        del mode.dispatch
 
 
 MAKE_FX_TENSOR_METADATA = (proxy_tensor, "_extract_tensor_metadata")

@@ -28,7 +28,6 @@ Nothing here changes global state; ``patches`` installs these kernels for a trac
 from __future__ import annotations
 
 import functools
-import weakref
 from collections.abc import Callable
 
 import torch
@@ -49,7 +48,6 @@ from .._torch_internals import (
     runtime_check,
     should_decompose_because_unsafe,
 )
-from .symbolic_memo import layouts_of, memo_key, remade
 
 __all__ = [
     "AUTOGRAD_KEYS",
@@ -196,45 +194,14 @@ def _fake_rule(op: OpOverload, original, active: Active):
             with fake_mode:
                 return original(*args, **kwargs)
         shape_env = fake_mode.shape_env
-        memo = _symbolic_memo(fake_mode)
-        key = memo_key(op, args, kwargs) if memo is not None else None
-        layouts = memo.get(key, _UNSEEN) if key is not None else None
-        if layouts is not None and layouts is not _UNSEEN:
-            return remade(layouts, args, kwargs, fake_mode)
         pending = len(shape_env.pending_fresh_unbacked_symbols) if shape_env is not None else 0
         with fake_mode:
             out = compute(*args, **kwargs)
         if shape_env is not None and len(shape_env.pending_fresh_unbacked_symbols) > pending:
             _forget_internal_symbols(shape_env, pending, out)
-        elif layouts is _UNSEEN:
-            memo[key] = layouts_of(out, args, kwargs, fake_mode)
         return out
 
     return rule
-
-
-# -- the symbolic memo ---------------------------------------------------------------------
-#
-# With symbolic sizes the fake-tensor cache is off (``symbols.new_fake_mode``), and a kept
-# composite's fake value is its decomposition run on symbolic sizes: for ``linear`` a
-# reshape, ``addmm`` and a view back, each a few hundred size computations.  A model calls
-# the same composite on the same symbolic sizes again and again (every layer's
-# projections), so within one trace a repeated call gets fresh outputs laid out as the
-# first one's, on the terms ``symbolic_memo`` sets out (the training IR's trace serves
-# every op on them).  The first call recorded whatever guards the decomposition makes; a
-# repeat would record the same ones again.
-
-_MEMOS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_UNSEEN = object()
-
-
-def _symbolic_memo(fake_mode) -> dict | None:
-    if fake_mode.cache_enabled or fake_mode.shape_env is None or fake_mode.propagate_real_tensors:
-        return None
-    memo = _MEMOS.get(fake_mode)
-    if memo is None:
-        memo = _MEMOS[fake_mode] = {}
-    return memo
 
 
 def _forget_internal_symbols(shape_env, pending: int, out) -> None:

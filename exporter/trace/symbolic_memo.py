@@ -4,9 +4,10 @@ With symbolic sizes the fake-tensor cache is off (``symbols.new_fake_mode``), so
 of a dynamic trace runs its fake kernel: for each output size and stride a few sympy
 computations, for a composite's decomposition hundreds.  A model makes the same call on
 the same symbolic sizes again and again (every layer repeats the one before), and the
-answer cannot change in between unless something it reads did.  ``SymbolicMemo`` is a
-dispatch mode just above the fake mode that gives such a repeat fresh fake results laid
-out as the first call's, without running the kernel.
+answer cannot change in between unless something it reads did.  ``SymbolicMemo``, in
+front of the trace's fake mode's own dispatch, gives such a repeat fresh fake results
+laid out as the first call's, without running the kernel (for a kept-whole composite,
+without running its decomposition).
 
 A call is served only when nothing can differ:
 
@@ -22,12 +23,14 @@ A call is served only when nothing can differ:
 * the results remade from the recorded layout describe exactly what the kernel returned.
 
 The first call recorded whatever guards its kernel made; the repeat would make the same
-ones again.  Kept-whole composites get the same service from their fake rule
-(``kernels``), which shares the key and the layouts with this mode.
+ones again.  ``memory_formats_remembered`` does the same for the memory format make_fx
+works out for every node's ``tensor_meta``.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -39,20 +42,20 @@ from .._torch_internals import (
     FakeTensor,
     FakeTensorMode,
     OpOverload,
-    TorchDispatchMode,
     fake_fresh,
     fake_like,
     fake_over,
     free_unbacked_symbols,
     fresh_symint,
     has_effects,
-    higher_order_below_modes,
     is_builtin_op,
     shape_env_version,
     tensor_metadata_with,
 )
 
 __all__ = ["SymbolicMemo", "layouts_of", "memo_key", "memoizable", "memory_formats_remembered", "remade"]
+
+log = logging.getLogger(__name__)
 
 _NOT_SERVED = frozenset({torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape, torch.Tag.inplace_view})
 _UNSEEN = object()
@@ -76,19 +79,29 @@ class _NoKey(Exception):
 def _size_key(value):
     if type(value) is int:
         return value
-    if isinstance(value, torch.SymInt) and not free_unbacked_symbols(value):
-        return ("s", value.node.expr)
+    if isinstance(value, torch.SymInt):
+        expr = value.node.expr
+        if not _data_dependent(expr):
+            return ("s", expr)
     raise _NoKey
+
+
+@functools.lru_cache(maxsize=4096)
+def _data_dependent(expr) -> bool:
+    """Whether a size expression has a data-dependent symbol (a model's sizes repeat the same
+    few expressions; each answer is a walk over the expression)."""
+    return bool(free_unbacked_symbols(expr))
 
 
 def _arg_key(value):
     if isinstance(value, torch.Tensor):
         if (
-            value.layout is not torch.strided
+            type(value) is not FakeTensor  # a real tensor: its values may decide the result
+            or value.layout is not torch.strided
             or value.is_conj()
             or value.is_neg()
             or value.is_quantized
-            or (isinstance(value, FakeTensor) and value.constant is not None)
+            or value.constant is not None
         ):
             raise _NoKey
         return (
@@ -97,6 +110,7 @@ def _arg_key(value):
             tuple(_size_key(n) for n in value.shape),
             tuple(_size_key(n) for n in value.stride()),
             _size_key(value.storage_offset()),
+            _size_key(value.untyped_storage().nbytes()),  # what a bounds check reads
             value.dtype,
             value.device,
             value.requires_grad,
@@ -265,52 +279,47 @@ def layouts_of(out, args: tuple, kwargs: dict, fake_mode: FakeTensorMode) -> tup
     return None
 
 
-class SymbolicMemo(TorchDispatchMode):
-    """The memo of one trace on symbolic sizes, as a mode just above its fake mode.
+class SymbolicMemo:
+    """The memo of one trace on symbolic sizes, in front of its fake mode's own dispatch
+    (``fake_dispatch_through``): below every mode, so make_fx's proxy mode (above autograd
+    in the training IR, below it in the default IR) has recorded each call it serves, and
+    inside the fake mode, so the parts of a decomposition the fake mode runs are served
+    call by call too.  Higher-order ops do not pass here (the fake mode has a rule for each).
 
-    Only for a trace whose proxy mode records above autograd (make_fx's pre-dispatch
-    trace, the training IR): torch keeps its own modes (fake, proxy, functional) below
-    every other mode, so below autograd this mode would answer calls before the proxy mode
-    saw them."""
-
-    supports_higher_order_operators = True
-    """Higher-order ops (``torch.cond``, ...) are handed on to the fake mode, unserved."""
-
-    @classmethod
-    def ignore_compile_internals(cls) -> bool:
-        # torch.compile (``torch.cond`` compiles its call) skips frames under a mode that
-        # says otherwise; with this answer it compiles as if the memo were not there.
-        return True
+    The memo's own work never decides an export: should it fail on some call, that call is
+    computed as without the memo (and logged)."""
 
     def __init__(self, fake_mode: FakeTensorMode) -> None:
-        TorchDispatchMode.__init__(self)
         self.fake_mode = fake_mode
         self._memo: dict[tuple, tuple | None] = {}
         self._memoizable: dict[OpOverload, bool] = {}
 
-    def __torch_dispatch__(self, func, types, args, kwargs=None):
-        if not isinstance(func, OpOverload):
-            return higher_order_below_modes(func, args, kwargs or {})
-        kwargs = kwargs or {}
+    def __call__(self, dispatch: Callable[..., Any], func: OpOverload, types: Any, args: tuple, kwargs: Any) -> Any:
         able = self._memoizable.get(func)
         if able is None:
-            able = self._memoizable[func] = memoizable(func)
+            able = self._memoizable[func] = isinstance(func, OpOverload) and memoizable(func)
         if not able or any(t is not FakeTensor for t in types):
-            return func(*args, **kwargs)
-        key = memo_key(func, args, kwargs)
-        if key is None:
-            return func(*args, **kwargs)
-        layouts = self._memo.get(key, _UNSEEN)
+            return dispatch(func, types, args, kwargs)
+        kwargs = kwargs or {}
+        try:
+            key = memo_key(func, args, kwargs)
+            layouts = self._memo.get(key, _UNSEEN) if key is not None else None
+            if layouts is not None and layouts is not _UNSEEN:
+                return remade(layouts, args, kwargs, self.fake_mode)
+        except Exception:  # noqa: BLE001 - a bug here must cost speed, not the export
+            log.debug("symbolic memo: %s computed", func, exc_info=True)
+            key, layouts = None, None
+        shape_env = self.fake_mode.shape_env
+        pending = len(shape_env.pending_fresh_unbacked_symbols)
+        out = dispatch(func, types, args, kwargs)
         if layouts is _UNSEEN:
-            shape_env = self.fake_mode.shape_env
-            pending = len(shape_env.pending_fresh_unbacked_symbols)
-            out = func(*args, **kwargs)
-            fresh = len(shape_env.pending_fresh_unbacked_symbols) > pending
-            self._memo[key] = None if fresh else layouts_of(out, args, kwargs, self.fake_mode)
-            return out
-        if layouts is None:
-            return func(*args, **kwargs)
-        return remade(layouts, args, kwargs, self.fake_mode)
+            try:
+                fresh = len(shape_env.pending_fresh_unbacked_symbols) > pending
+                self._memo[key] = None if fresh else layouts_of(out, args, kwargs, self.fake_mode)
+            except Exception:  # noqa: BLE001
+                log.debug("symbolic memo: %s not kept", func, exc_info=True)
+                self._memo[key] = None
+        return out
 
 
 def memory_formats_remembered(extract: Callable[..., Any]) -> Callable[..., Any]:

@@ -36,6 +36,7 @@ from .._torch_internals import (
     OpOverload,
     TracingContext,
     effect_tokens,
+    fake_dispatch_through,
     functional_mode,
     functional_state,
     has_effects,
@@ -500,9 +501,8 @@ def _trace_once(
     )
     # The tracing context hands our fake mode to anything that compiles a region
     # internally (torch.cond runs its branches through torch.compile).
-    # Below autograd a mode would answer before make_fx's proxy mode (see SymbolicMemo), so
-    # only the pre-dispatch trace of the training IR has one.
-    memo = SymbolicMemo(fake_mode) if training and plan is not None and not draft else contextlib.nullcontext()
+    # Symbolic sizes: repeated calls are served from the trace's memo (symbolic_memo.py).
+    memo = fake_dispatch_through(fake_mode, SymbolicMemo(fake_mode)) if plan is not None and not draft else contextlib.nullcontext()
     with fake_mode, memo, tracing(TracingContext(fake_mode)):
         if recorder_hook is not None:
             gm = on_roomy_stack(functools.partial(record, training=training), traced, root, fakes.inputs, recorder_hook, fake_mode.shape_env)

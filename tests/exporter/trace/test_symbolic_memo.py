@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 import exporter
 from exporter._torch_internals import DimDynamic, FakeTensorMode, ShapeEnv, StatelessSymbolicContext
-from exporter.trace import tracer
+from exporter.trace import patches, tracer
 from exporter.trace.symbolic_memo import SymbolicMemo, layouts_of, memo_key, memoizable, remade
 from tests.e2e.cases import TRANSFORMER_CASES
 from tests.support import graph_fingerprint
@@ -108,30 +108,51 @@ def test_calls_that_may_differ_are_never_keyed_or_laid_out():
 class _Counted(SymbolicMemo):
     served: list = []
 
-    def __torch_dispatch__(self, func, types, args, kwargs=None):
+    def __call__(self, dispatch, func, types, args, kwargs):
         key = memo_key(func, args, kwargs or {}) if isinstance(func, torch._ops.OpOverload) else None
         if key is not None and self._memo.get(key) is not None:
             _Counted.served.append(func)
-        return SymbolicMemo.__torch_dispatch__(self, func, types, args, kwargs)
+        return SymbolicMemo.__call__(self, dispatch, func, types, args, kwargs)
 
 
 @pytest.fixture
 def served(monkeypatch):
-    """The ops the training trace's memo served, one entry per call it answered."""
+    """The ops a dynamic trace's memo served, one entry per call it answered."""
     _Counted.served = []
     monkeypatch.setattr(tracer, "SymbolicMemo", _Counted)
     return _Counted.served
 
 
+def _computing(fake_mode):
+    return lambda dispatch, func, types, args, kwargs: dispatch(func, types, args, kwargs)
+
+
 @contextlib.contextmanager
 def _without_memo(monkeypatch):
+    """Both memos off: every call computed, every memory format worked out."""
     with monkeypatch.context() as patch:
-        patch.setattr(tracer, "SymbolicMemo", lambda fake_mode: contextlib.nullcontext())
+        patch.setattr(tracer, "SymbolicMemo", _computing)
+        patch.setattr(patches, "_memory_formats_remembered", contextlib.nullcontext)
         yield
 
 
+IRS = pytest.mark.parametrize("ir", ["inference", "training"])
+
+
+def _same_program(model, args, kwargs, spec, ir, monkeypatch):
+    """The program exported with the memos and without them: equal, node by node (every
+    ``val``, ``tensor_meta``, stack trace), with equal ranges."""
+    with_memo = exporter.export(model, args, kwargs, dynamic_shapes=spec, ir=ir)
+    with _without_memo(monkeypatch):
+        without = exporter.export(model, args, kwargs, dynamic_shapes=spec, ir=ir)
+    assert graph_fingerprint(with_memo.graph_module) == graph_fingerprint(without.graph_module)
+    assert with_memo.range_constraints == without.range_constraints
+    return with_memo
+
+
 class Blocks(torch.nn.Module):
-    """Repeated blocks of views, a permuted elementwise result and attention."""
+    """Repeated blocks of views, a permuted elementwise result and attention; one linear
+    output is written to afterwards (served results must be tensors of their own)."""
 
     def __init__(self):
         super().__init__()
@@ -141,7 +162,10 @@ class Blocks(torch.nn.Module):
     def forward(self, x):
         b, s, _ = x.shape
         for block in self.blocks:
-            h = block(self.norm(x)).view(b, s, 2, 4).transpose(1, 2)
+            h = block(self.norm(x))
+            again = block(self.norm(x))
+            again.mul_(2)
+            h = (h + again).view(b, s, 2, 4).transpose(1, 2)
             a = F.scaled_dot_product_attention(h, h, h, is_causal=True)
             x = x + a.transpose(1, 2).reshape(b, s, 8) * x.transpose(0, 1).transpose(0, 1)
         return x, x[:, 1:].sum(1)
@@ -151,19 +175,15 @@ def _spec():
     return ({0: torch.export.Dim("batch", min=2, max=32), 1: torch.export.Dim("seq", min=3, max=64)},)
 
 
-def test_a_training_export_is_the_same_program_with_and_without_the_memo(served, monkeypatch):
+@IRS
+def test_a_dynamic_export_is_the_same_program_with_and_without_the_memo(ir, served, monkeypatch):
     model, x = Blocks(), torch.randn(3, 5, 8)
-    with_memo = exporter.export(model, (x,), dynamic_shapes=_spec(), ir="training")
-    assert {aten.view.default, aten.transpose.int, aten.addmm.default, aten._scaled_dot_product_flash_attention_for_cpu.default} <= set(served)
-    count = len(served)
-    with _without_memo(monkeypatch):
-        without = exporter.export(model, (x,), dynamic_shapes=_spec(), ir="training")
-    assert len(served) == count
-    assert graph_fingerprint(with_memo.graph_module) == graph_fingerprint(without.graph_module)
-    assert with_memo.range_constraints == without.range_constraints
+    program = _same_program(model, (x,), None, _spec(), ir, monkeypatch)
+    kept = aten.linear.default if ir == "inference" else aten.addmm.default  # the default IR keeps linear whole
+    assert {aten.view.default, aten.transpose.int, kept} <= set(served)
     for shape in ((3, 5, 8), (7, 3, 8), (2, 33, 8)):
         fresh = torch.randn(shape)
-        torch.testing.assert_close(with_memo.module()(fresh), model(fresh))
+        torch.testing.assert_close(program.module()(fresh), model(fresh))
 
 
 class DataDependent(torch.nn.Module):
@@ -176,19 +196,60 @@ class DataDependent(torch.nn.Module):
         return self.lin(rows).sum(0) + self.lin(rows).sum(0), self.lin(x) + self.lin(x)
 
 
-def test_data_dependent_sizes_are_never_served(served, monkeypatch):
+@IRS
+def test_data_dependent_sizes_are_never_served(ir, served, monkeypatch):
     model, x = DataDependent(), torch.randn(6, 4)
     x[:3, 0] = 1.0
-    spec = ({0: torch.export.Dim("n", min=2, max=32)},)
-    program = exporter.export(model, (x,), dynamic_shapes=spec, ir="training")
-    assert served  # the second self.lin(x)'s parts; no call on `rows` has a key
-    with _without_memo(monkeypatch):
-        without = exporter.export(model, (x,), dynamic_shapes=spec, ir="training")
-    assert graph_fingerprint(program.graph_module) == graph_fingerprint(without.graph_module)
+    program = _same_program(model, (x,), None, ({0: torch.export.Dim("n", min=2, max=32)},), ir, monkeypatch)
+    assert served  # the second self.lin(x); no call on `rows` has a key
     for rows in (6, 9):
         fresh = torch.randn(rows, 4)
         fresh[::2, 0] = 1.0
         torch.testing.assert_close(program.module()(fresh), model(fresh))
+
+
+class TwoBackends(torch.nn.Module):
+    """The same attention call twice, the second under another backend choice."""
+
+    def forward(self, q):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        first = F.scaled_dot_product_attention(q, q, q)
+        with sdpa_kernel(SDPBackend.MATH):
+            second = F.scaled_dot_product_attention(q, q, q)
+        return first + second
+
+
+@IRS
+def test_a_repeat_under_other_global_settings_is_computed_again(ir, served, monkeypatch):
+    model, q = TwoBackends(), torch.randn(2, 3, 5, 4)
+    program = _same_program(model, (q,), None, ({0: torch.export.Dim("batch", min=2, max=8)},), ir, monkeypatch)
+    assert aten.scaled_dot_product_attention.default not in served
+    assert aten._scaled_dot_product_flash_attention_for_cpu.default not in served
+    fresh = torch.randn(5, 3, 5, 4)
+    torch.testing.assert_close(program.module()(fresh), model(fresh))
+
+
+class PaddedTwice(torch.nn.Module):
+    """A call whose output has a size of its own (the padded length, computed), made twice;
+    later code reads both outputs' sizes."""
+
+    def forward(self, x):
+        a = F.pad(x, (1, 1))
+        b = F.pad(x, (1, 1))
+        return a.reshape(a.shape[0] * a.shape[1]), b.reshape(b.shape[0] * b.shape[1])
+
+
+@IRS
+def test_a_served_output_gets_size_objects_of_its_own(ir, served, monkeypatch):
+    """make_fx reads each size object once, from the first tensor it met it in: a served
+    output reusing the first call's computed sizes would read them from the first output."""
+    model, x = PaddedTwice(), torch.randn(3, 5)
+    spec = ({0: torch.export.Dim("rows", min=2, max=16), 1: torch.export.Dim("cols", min=2, max=16)},)
+    program = _same_program(model, (x,), None, spec, ir, monkeypatch)
+    assert served
+    fresh = torch.randn(4, 7)
+    torch.testing.assert_close(program.module()(fresh), model(fresh))
 
 
 class Branches(torch.nn.Module):
@@ -196,18 +257,15 @@ class Branches(torch.nn.Module):
         return torch.cond(x.shape[0] > 4, lambda t: (t * 2).transpose(0, 1), lambda t: (t + 1).transpose(0, 1), (x,))
 
 
-def test_higher_order_ops_pass_to_the_fake_mode(served, monkeypatch):
-    """torch.cond compiles its call with torch.compile, which the memo's mode must not
-    change; its branches run on the fake mode as without the memo."""
+@IRS
+def test_higher_order_op_bodies_trace_as_without_the_memo(ir, monkeypatch):
+    """torch.cond compiles its call with torch.compile and traces its branches on the fake
+    mode: the program is the one exported without the memo."""
     model, x = Branches(), torch.randn(6, 3)
-    spec = ({0: torch.export.Dim("n", min=2, max=32)},)
-    with_memo = exporter.export(model, (x,), dynamic_shapes=spec, ir="training")
-    with _without_memo(monkeypatch):
-        without = exporter.export(model, (x,), dynamic_shapes=spec, ir="training")
-    assert graph_fingerprint(with_memo.graph_module) == graph_fingerprint(without.graph_module)
+    program = _same_program(model, (x,), None, ({0: torch.export.Dim("n", min=2, max=32)},), ir, monkeypatch)
     for rows in (3, 9):
         fresh = torch.randn(rows, 3)
-        torch.testing.assert_close(with_memo.module()(fresh), model(fresh))
+        torch.testing.assert_close(program.module()(fresh), model(fresh))
 
 
 def _text_dims(kwargs):
@@ -218,29 +276,25 @@ def _text_dims(kwargs):
     return {name: {0: batch, 1: lengths[value.shape[1]]} for name, value in kwargs.items()}
 
 
+@IRS
 @pytest.mark.parametrize("case", TRANSFORMER_CASES, ids=lambda c: c.name)
-def test_transformers_training_programs_are_the_same_with_and_without_the_memo(case, served, monkeypatch):
-    """Batch and sequence dynamic, training IR: the program and its ranges do not depend on
-    the memo, and it runs as the model does on other sizes."""
+def test_transformers_programs_are_the_same_with_and_without_the_memo(case, ir, served, monkeypatch):
+    """Batch and sequence dynamic: the program and its ranges do not depend on the memo,
+    and it runs as the model does on other sizes."""
     model = case.make_model()
     _, kwargs = case.make_inputs(0)
-    with_memo = exporter.export(model, (), kwargs, dynamic_shapes=_text_dims(kwargs), ir="training")
+    program = _same_program(model, (), kwargs, _text_dims(kwargs), ir, monkeypatch)
     assert served
-    with _without_memo(monkeypatch):
-        without = exporter.export(model, (), kwargs, dynamic_shapes=_text_dims(kwargs), ir="training")
-    assert graph_fingerprint(with_memo.graph_module) == graph_fingerprint(without.graph_module)
-    assert with_memo.range_constraints == without.range_constraints
     # one more row, two fewer positions: other sizes, values the model accepts
     other = {name: torch.cat([v, v[:1]])[:, : v.shape[1] - 2] for name, v in case.make_inputs(1)[1].items()}
     with torch.no_grad():
         expected = model(**other)
-        actual = with_memo.module()(**other)
+        actual = program.module()(**other)
     expected = [t for t in torch.utils._pytree.tree_leaves(expected) if isinstance(t, torch.Tensor)]
     actual = [t for t in torch.utils._pytree.tree_leaves(actual) if isinstance(t, torch.Tensor)]
     assert len(expected) == len(actual)
     for e, a in zip(expected, actual):
         torch.testing.assert_close(a, e, atol=1e-4, rtol=1e-4)
-
 
 
 def test_memory_formats_are_remembered_per_layout_and_shape_env_version():
