@@ -76,12 +76,15 @@ class _NoKey(Exception):
     pass
 
 
-def _size_key(value):
+def _size_key(value, sizes: list | None = None):
+    """A size as the key holds it; a symbolic one is also appended to ``sizes``."""
     if type(value) is int:
         return value
     if isinstance(value, torch.SymInt):
         expr = value.node.expr
         if not _data_dependent(expr):
+            if sizes is not None:
+                sizes.append(value)
             return ("s", expr)
     raise _NoKey
 
@@ -93,7 +96,7 @@ def _data_dependent(expr) -> bool:
     return bool(free_unbacked_symbols(expr))
 
 
-def _arg_key(value):
+def _arg_key(value, sizes: list):
     if isinstance(value, torch.Tensor):
         if (
             type(value) is not FakeTensor  # a real tensor: its values may decide the result
@@ -107,9 +110,11 @@ def _arg_key(value):
         return (
             "t",
             type(value),
-            tuple(_size_key(n) for n in value.shape),
-            tuple(_size_key(n) for n in value.stride()),
-            _size_key(value.storage_offset()),
+            tuple(_size_key(n, sizes) for n in value.shape),
+            tuple(_size_key(n, sizes) for n in value.stride()),
+            _size_key(value.storage_offset(), sizes),
+            # a kernel may return the tensor's own (cached) element count as a size
+            _size_key(value.numel(), sizes),
             _size_key(value.untyped_storage().nbytes()),  # what a bounds check reads
             value.dtype,
             value.device,
@@ -117,8 +122,10 @@ def _arg_key(value):
             value.is_inference(),
         )
     if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(_arg_key(v) for v in value))
-    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return (type(value).__name__, tuple(_arg_key(v, sizes) for v in value))
+    if isinstance(value, torch.SymInt):
+        return ("sym", _size_key(value, sizes))
+    if isinstance(value, (torch.SymFloat, torch.SymBool)):
         if free_unbacked_symbols(value):
             raise _NoKey
         return ("sym", type(value).__name__, value.node.expr)
@@ -142,27 +149,24 @@ def _settings_key() -> tuple:
     )
 
 
-def memo_key(op: OpOverload, args: tuple, kwargs: dict) -> tuple | None:
-    """What a call's fake result depends on, or None when it may depend on more."""
+def memo_key(op: OpOverload, args: tuple, kwargs: dict) -> tuple[tuple, list[torch.SymInt]] | None:
+    """What a call's fake result depends on, and the symbolic sizes its arguments carry in
+    the key's order (keyword arguments by name); None when the result may depend on more.
+
+    The key also says which of those sizes are one object: make_fx gives each size object
+    the graph value of the first tensor it met it in, and a kernel returns one of its
+    arguments' size objects, so a call whose arguments share size objects differently may
+    make a graph that reads its sizes from elsewhere."""
+    sizes: list[torch.SymInt] = []
     try:
-        return (op, _settings_key(), _arg_key(args), tuple((k, _arg_key(v)) for k, v in sorted(kwargs.items())))
+        key = (op, _settings_key(), _arg_key(args, sizes), tuple((k, _arg_key(v, sizes)) for k, v in sorted(kwargs.items())))
     except _NoKey:
         return None
+    first: dict[int, int] = {}
+    return (*key, tuple(first.setdefault(id(n.node), i) for i, n in enumerate(sizes))), sizes
 
 
-def _input_sizes(args: tuple, kwargs: dict) -> list[torch.SymInt]:
-    """Every symbolic size the arguments carry, in the order the memo key lists them
-    (keyword arguments by name)."""
-    found = []
-    for value in pytree.tree_leaves((args, sorted(kwargs.items()))):
-        if isinstance(value, torch.Tensor):
-            found.extend(n for n in (*value.shape, *value.stride(), value.storage_offset()) if isinstance(n, torch.SymInt))
-        elif isinstance(value, torch.SymInt):
-            found.append(value)
-    return found
-
-
-def _layouts(out, args: tuple, kwargs: dict, view_of: int | None, flat: bool) -> tuple | None:
+def _layouts(out, sizes: list, args: tuple, kwargs: dict, view_of: int | None, flat: bool) -> tuple | None:
     """How to make ``out`` (a tensor or a tuple of them) again: per output its sizes,
     strides, dtype, device, and either its storage offset (``view_of``: the one output of a
     view, over argument ``view_of``'s storage) or, with ``flat``, its number of elements
@@ -174,7 +178,7 @@ def _layouts(out, args: tuple, kwargs: dict, view_of: int | None, flat: bool) ->
     inputs = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
     storages = {t.untyped_storage()._cdata for t in inputs}
     positions = {}
-    for i, size in enumerate(_input_sizes(args, kwargs)):
+    for i, size in enumerate(sizes):
         positions.setdefault(id(size.node), i)
 
     def recipe(n):
@@ -202,11 +206,10 @@ def _layouts(out, args: tuple, kwargs: dict, view_of: int | None, flat: bool) ->
     return (isinstance(out, tuple), tuple(layouts), view_of)
 
 
-def remade(layouts: tuple, args: tuple, kwargs: dict, fake_mode: FakeTensorMode):
+def remade(layouts: tuple, sizes: list, args: tuple, fake_mode: FakeTensorMode):
     """Fresh fake outputs of ``fake_mode`` laid out as ``layouts`` says (see
-    ``layouts_of``), on this call's argument sizes."""
+    ``layouts_of``), on this call's argument sizes (``sizes``, from ``memo_key``)."""
     is_tuple, parts, view_of = layouts
-    sizes = _input_sizes(args, kwargs)
     copies: dict[int, torch.SymInt] = {}  # one copy per size object, as the first call had
 
     def size(n):
@@ -243,7 +246,7 @@ def _description(t: torch.Tensor) -> tuple:
     )
 
 
-def layouts_of(out, args: tuple, kwargs: dict, fake_mode: FakeTensorMode) -> tuple | None:
+def layouts_of(out, sizes: list, args: tuple, kwargs: dict, fake_mode: FakeTensorMode) -> tuple | None:
     """How ``remade`` makes ``out``, the fake result of a call on ``args`` and ``kwargs``,
     again on a later call's arguments; None when it cannot make exactly the same.
 
@@ -270,10 +273,10 @@ def layouts_of(out, args: tuple, kwargs: dict, fake_mode: FakeTensorMode) -> tup
     ):
         view_of = tensors[0]
     for flat in (True, False) if view_of is None else (False,):
-        layouts = _layouts(out, args, kwargs, view_of, flat)
+        layouts = _layouts(out, sizes, args, kwargs, view_of, flat)
         if layouts is None:
             return None
-        again = remade(layouts, args, kwargs, fake_mode)
+        again = remade(layouts, sizes, args, fake_mode)
         if [_description(r) for r in (again if isinstance(again, tuple) else (again,))] == described:
             return layouts
     return None
@@ -302,10 +305,11 @@ class SymbolicMemo:
             return dispatch(func, types, args, kwargs)
         kwargs = kwargs or {}
         try:
-            key = memo_key(func, args, kwargs)
+            keyed = memo_key(func, args, kwargs)
+            key, sizes = keyed if keyed is not None else (None, None)
             layouts = self._memo.get(key, _UNSEEN) if key is not None else None
             if layouts is not None and layouts is not _UNSEEN:
-                return remade(layouts, args, kwargs, self.fake_mode)
+                return remade(layouts, sizes, args, self.fake_mode)
         except Exception:  # noqa: BLE001 - a bug here must cost speed, not the export
             log.debug("symbolic memo: %s computed", func, exc_info=True)
             key, layouts = None, None
@@ -315,7 +319,7 @@ class SymbolicMemo:
         if layouts is _UNSEEN:
             try:
                 fresh = len(shape_env.pending_fresh_unbacked_symbols) > pending
-                self._memo[key] = None if fresh else layouts_of(out, args, kwargs, self.fake_mode)
+                self._memo[key] = None if fresh else layouts_of(out, sizes, args, kwargs, self.fake_mode)
             except Exception:  # noqa: BLE001
                 log.debug("symbolic memo: %s not kept", func, exc_info=True)
                 self._memo[key] = None

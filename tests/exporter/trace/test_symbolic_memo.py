@@ -70,14 +70,16 @@ def test_served_results_are_exactly_what_the_kernels_make_on_other_sizes():
         second = torch.ops.aten.clone.default(first)
         recorded = []
         for op, args, kwargs in _calls(first, w):
-            assert memoizable(op) and memo_key(op, args, kwargs) is not None
-            layouts = layouts_of(op(*args, **kwargs), args, kwargs, mode)
+            assert memoizable(op)
+            key, sizes = memo_key(op, args, kwargs)
+            layouts = layouts_of(op(*args, **kwargs), sizes, args, kwargs, mode)
             assert layouts is not None, op
-            recorded.append((memo_key(op, args, kwargs), layouts))
+            recorded.append((key, layouts))
         for (key, layouts), (op, args, kwargs) in zip(recorded, _calls(second, w)):
-            assert memo_key(op, args, kwargs) == key
+            again, sizes = memo_key(op, args, kwargs)
+            assert again == key
             theirs = op(*args, **kwargs)
-            ours = remade(layouts, args, kwargs, mode)
+            ours = remade(layouts, sizes, args, mode)
             theirs, ours = (theirs, ours) if isinstance(theirs, tuple) else ((theirs,), (ours,))
             storages = {a.untyped_storage()._cdata for a in torch.utils._pytree.tree_leaves(args) if isinstance(a, torch.Tensor)}
             for t, o in zip(theirs, ours):
@@ -98,19 +100,22 @@ def test_calls_that_may_differ_are_never_keyed_or_laid_out():
     assert not memoizable(aten.split.Tensor)  # a list of results
     assert memo_key(aten.add.Tensor, (constant, constant), {}) is None
     assert memo_key(aten.add.Tensor, (rows, rows), {}) is None  # a data-dependent size in
-    plain = memo_key(aten.add.Tensor, (x, x), {})
+    plain = memo_key(aten.add.Tensor, (x, x), {})[0]
     with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
-        assert memo_key(aten.add.Tensor, (x, x), {}) != plain  # settings are in the key
+        assert memo_key(aten.add.Tensor, (x, x), {})[0] != plain  # settings are in the key
     with torch.inference_mode():
-        assert memo_key(aten.add.Tensor, (x, x), {}) != plain
+        assert memo_key(aten.add.Tensor, (x, x), {})[0] != plain
+    with mode:
+        y = x + 0  # sizes of their own objects: the same expressions
+    assert memo_key(aten.add.Tensor, (x, y), {})[0] != plain  # another sharing of size objects
 
 
 class _Counted(SymbolicMemo):
     served: list = []
 
     def __call__(self, dispatch, func, types, args, kwargs):
-        key = memo_key(func, args, kwargs or {}) if isinstance(func, torch._ops.OpOverload) else None
-        if key is not None and self._memo.get(key) is not None:
+        keyed = memo_key(func, args, kwargs or {}) if isinstance(func, torch._ops.OpOverload) else None
+        if keyed is not None and self._memo.get(keyed[0]) is not None:
             _Counted.served.append(func)
         return SymbolicMemo.__call__(self, dispatch, func, types, args, kwargs)
 
