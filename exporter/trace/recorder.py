@@ -59,8 +59,6 @@ from .._torch_internals import (
     fake_value_of,
     graph_module_of,
     has_composite_kernel,
-    has_effects,
-    is_builtin_op,
     is_compiled_module,
     needs_exact_strides,
     node_name_for,
@@ -71,6 +69,7 @@ from .._torch_internals import (
 )
 from .patches import NodeHook, fast_recording
 from .stacks import user_stack_trace
+from .symbolic_memo import memoizable
 
 __all__ = ["CannotRecord", "Recorder", "forget_fake_results", "record", "traced_graph", "traced_node"]
 
@@ -84,7 +83,6 @@ _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _QUANTIZED = frozenset({torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4})
 _PLAIN = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format})
 _UNSEEN = object()
-_NOT_SERVED = frozenset({torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape, torch.Tag.inplace_view})
 
 
 class _NoKey(Exception):
@@ -98,18 +96,6 @@ def _device_of_fake(args: tuple, kwargs: dict | None) -> torch.device | None:
     if type(tensor) is FakeTensor:
         return _META if tensor.fake_mode.in_kernel_invocation else tensor.fake_device
     return None
-
-
-def _memoizable(func: OpOverload) -> bool:
-    """Ops whose fake results the recorder's memo may serve: built-in, writing nothing,
-    with no side effect, returning one or more plain tensors (a view: one), of no
-    data-dependent size."""
-    schema = func._schema
-    if schema.is_mutable or not schema.returns or any(str(r.type) != "Tensor" for r in schema.returns):
-        return False
-    if func.is_view and len(schema.returns) != 1:
-        return False
-    return not (_NOT_SERVED & set(func.tags)) and is_builtin_op(func) and not has_effects(func)
 
 
 class CannotRecord(Exception):
@@ -209,7 +195,7 @@ class Recorder(TorchDispatchMode):
             _DATA_DEPENDENT in func.tags or func is _IS_NONZERO,
             node_name_for(self.graph, func.overloadpacket.__name__),
             needs_exact_strides(func),
-            self.MEMOIZES and _memoizable(func),
+            self.MEMOIZES and memoizable(func),
         )
         return info
 
@@ -400,7 +386,7 @@ class Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         if self.refused is not None:
             raise CannotRecord(self.refused)
-        expands, reads_value, name, exact_strides, memoizable = self._ops.get(func) or self._op(func)
+        expands, reads_value, name, exact_strides, memoized = self._ops.get(func) or self._op(func)
         if expands:
             flat = []
             for a in (*args, *kwargs.values()):
@@ -423,7 +409,7 @@ class Recorder(TorchDispatchMode):
         node_args = tuple(self._arg(a) for a in args)
         node_kwargs = {k: self._arg(v) for k, v in kwargs.items()}
         node = self._node("call_function", func, node_args, node_kwargs, name, exact_strides)
-        out = self._served(func, args, kwargs) if memoizable else func(*args, **kwargs)
+        out = self._served(func, args, kwargs) if memoized else func(*args, **kwargs)
         if self.shape_env is not None and self.shape_env.pending_fresh_unbacked_symbols:
             raise self.refuse(f"{func} made a data-dependent size")
         self._track(out, node)
@@ -507,10 +493,10 @@ class _ServedBelowAutograd(TorchDispatchMode):
         if func is _DEVICE and (device := _device_of_fake(args, kwargs)) is not None:
             return device  # as the recorder answers it
         kwargs = kwargs or {}
-        memoizable = self._memoizable.get(func)
-        if memoizable is None:
-            memoizable = self._memoizable[func] = _memoizable(func)
-        if memoizable:
+        able = self._memoizable.get(func)
+        if able is None:
+            able = self._memoizable[func] = memoizable(func)
+        if able:
             return self._recorder._served(func, args, kwargs)
         return func(*args, **kwargs)
 

@@ -490,7 +490,7 @@ def test_the_memo_serves_nothing_that_could_differ(fake_calls):
         for _ in range(2):
             recorder._served(add, (foreign, 1), {})
     assert fake_calls.count(add) == 2
-    from exporter.trace.recorder import _memoizable
+    from exporter.trace.symbolic_memo import memoizable as _memoizable
 
     assert not _memoizable(nonzero) and not _memoizable(torch.ops.aten.add_.Tensor)
 
