@@ -15,9 +15,9 @@ A call is served only when nothing can differ:
   no data-dependent size (a view op: one, made over its one tensor argument's storage,
   as the fake kernel makes it);
 * its arguments are this trace's fake tensors carrying no constant, and numbers: the key
-  holds each size, stride, storage offset and storage size as the ShapeEnv's current
-  expression, and each dtype, device and flag (a guard that specialized a size changes
-  the expression, and so the key);
+  holds each size, stride, storage offset, element count and storage size as the
+  ShapeEnv's current expression (a guard that specialized a size changes the expression,
+  and so the key), which of those sizes are one object, and each dtype, device and flag;
 * the global settings a kernel may read are the same (``_settings_key``);
 * no size is data-dependent, in or out, and the first call made no new symbol;
 * the results remade from the recorded layout describe exactly what the kernel returned.
