@@ -338,3 +338,22 @@ def test_memory_formats_are_remembered_per_layout_and_shape_env_version():
     static = torch.empty(2, 3)
     remembered(static)
     assert computed[-1] is static  # no symbolic size: torch's own answer
+
+
+def test_a_failure_of_the_memo_itself_costs_speed_not_the_export(monkeypatch):
+    """Should the memo's bookkeeping raise, each call is computed as without the memo."""
+    from exporter.trace import symbolic_memo
+
+    model, x = Blocks(), torch.randn(3, 5, 8)
+    expected = exporter.export(model, (x,), dynamic_shapes=_spec())
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in the memo")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(symbolic_memo, "layouts_of", broken)
+        no_layouts = exporter.export(model, (x,), dynamic_shapes=_spec())
+        patch.setattr(symbolic_memo, "memo_key", broken)
+        no_keys = exporter.export(model, (x,), dynamic_shapes=_spec())
+    for program in (no_layouts, no_keys):
+        assert graph_fingerprint(program.graph_module) == graph_fingerprint(expected.graph_module)
