@@ -151,7 +151,9 @@ __all__ = [
     "needs_exact_strides",
     "tensor_meta",
     "tensor_metadata_with",
+    "shape_env_facts",
     "shape_env_version",
+    "symint_of",
     "autograd_would_have_expanded",
     "fx_tracing_flag",
     "PRE_DISPATCH",
@@ -637,10 +639,45 @@ def tensor_metadata_with(value: torch.Tensor, memory_format: torch.memory_format
     return TensorMetadata(value.shape, value.dtype, value.requires_grad, value.stride(), memory_format, False, {})
 
 
-def shape_env_version(shape_env: Any) -> int:
-    """A number that changes whenever the ShapeEnv learns a fact that may change how a size
-    expression evaluates (a replacement, a range, a divisibility)."""
-    return shape_env._version_counter
+def shape_env_version(shape_env: Any) -> tuple:
+    """A value that changes whenever the ShapeEnv learns a fact that may change how a size
+    expression evaluates: a replacement, a divisibility or a runtime assert (torch's own
+    version counter), a guard (which may narrow a range without touching that counter) or
+    a new symbol.  It only grows within one ShapeEnv; across ShapeEnvs it says nothing (see
+    ``shape_env_facts``)."""
+    return (
+        shape_env._version_counter,
+        len(shape_env.guards),
+        len(shape_env.axioms),
+        len(shape_env.var_to_range),
+        shape_env.num_deferred_runtime_asserts,
+        shape_env.frozen,
+        shape_env.runtime_asserts_frozen,
+    )
+
+
+def shape_env_facts(shape_env: Any) -> tuple:
+    """Everything a ShapeEnv holds that can decide how a backed size expression evaluates,
+    or what a kernel computing on it makes: its settings, every guard and axiom, each
+    symbol's range and example value, the replacements and divisibilities, the runtime
+    asserts.  Two ShapeEnvs with equal facts answer every question about expressions over
+    backed symbols alike.  Hashable; sympy expressions compare structurally."""
+    from torch.fx.experimental import _config as shapes_config
+
+    return (
+        shape_env.settings,
+        shapes_config.backed_size_oblivious,
+        shape_env_version(shape_env)[1:],
+        tuple((g.expr, g.size_oblivious) for g in shape_env.guards),
+        tuple(shape_env.axioms.items()),
+        tuple(shape_env.var_to_range.items()),
+        tuple(shape_env.backed_var_to_val.items()),
+        tuple(shape_env.var_to_hint_override.items()),
+        tuple(shape_env.replacements.items()),
+        frozenset(shape_env.divisible),
+        frozenset(shape_env.size_like),
+        tuple((k, tuple(ra.expr for ra in v)) for k, v in shape_env.deferred_runtime_asserts.items()),
+    )
 
 
 def autograd_would_have_expanded(op: OpOverload, flat_args: list[Any]) -> bool:
@@ -690,6 +727,14 @@ def fresh_symint(size: torch.SymInt) -> torch.SymInt:
     object: make_fx tracks each size object once, from the first tensor it sees it in."""
     node = size.node
     return torch.SymInt(node.with_shape_env(node.shape_env))
+
+
+def symint_of(shape_env: Any, expr: Any, hint: int | None) -> torch.SymInt:
+    """A SymInt of ``shape_env`` for the expression ``expr`` (over its symbols), with
+    ``hint`` as its example value."""
+    from torch.fx.experimental.sym_node import SymNode
+
+    return torch.SymInt(SymNode(expr, shape_env, int, hint))
 
 
 def raw_expr(size: torch.SymInt) -> Any:

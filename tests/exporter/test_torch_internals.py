@@ -364,3 +364,17 @@ def test_views_and_fresh_tensors_made_directly_on_symbolic_sizes_are_the_kernels
     fresh = internals.fake_fresh(mode, added.numel(), added.shape, added.stride(), added.dtype, cpu)
     assert _exprs(fresh) == _exprs(added)
     assert fresh.untyped_storage()._cdata != x.untyped_storage()._cdata
+
+
+def test_symint_of_makes_a_size_of_the_given_shape_env():
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    x = mode.from_tensor(torch.randn(3, 5), symbolic_context=StatelessSymbolicContext(
+        dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.DYNAMIC]))
+    rows, cols = x.shape
+    size = internals.symint_of(mode.shape_env, (rows * cols + 2).node.expr, 17)
+    assert size.node.shape_env is mode.shape_env
+    assert size.node.expr == (rows * cols + 2).node.expr
+    assert size.node.hint == 17 and int(size) == 17
