@@ -69,7 +69,7 @@ from .._torch_internals import (
 )
 from .patches import NodeHook, fast_recording
 from .stacks import user_stack_trace
-from .symbolic_memo import memoizable
+from .symbolic_memo import forget_shared, memoizable
 
 __all__ = ["CannotRecord", "Recorder", "forget_fake_results", "record", "traced_graph", "traced_node"]
 
@@ -607,8 +607,10 @@ def _memo_for(fake_mode: Any) -> dict[tuple, tuple | None]:
 
 def forget_fake_results() -> None:
     """Empty the memo of fake results that traces share (see ``Recorder._served``); for
-    after registering a new fake or meta kernel for a built-in op."""
+    after registering a new fake or meta kernel for a built-in op.  Empties the symbolic
+    memo's shared part too."""
     _MEMOS.clear()
+    forget_shared()
 
 
 @contextlib.contextmanager

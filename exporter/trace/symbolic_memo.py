@@ -1,4 +1,4 @@
-"""Fake results on symbolic sizes, served again within one trace.
+"""Fake results on symbolic sizes, served again within one trace, and in later traces.
 
 With symbolic sizes the fake-tensor cache is off (``symbols.new_fake_mode``), so every op
 of a dynamic trace runs its fake kernel: for each output size and stride a few sympy
@@ -25,11 +25,22 @@ A call is served only when nothing can differ:
 The first call recorded whatever guards its kernel made; the repeat would make the same
 ones again.  ``memory_formats_remembered`` does the same for the memory format make_fx
 works out for every node's ``tensor_meta``.
+
+Later traces in the process (a re-export, another model of the same architecture and
+sizes) are served what an earlier one computed, under a stricter rule: a layout is shared
+only when its kernel taught the ShapeEnv nothing (no guard, range, replacement or symbol:
+``shape_env_version`` unchanged), and is served only to a call made when the ShapeEnv
+knows exactly what it knew then (``shape_env_facts``: settings, guards, axioms, ranges,
+example values, replacements).  What a kernel makes of size expressions is decided by
+those facts alone, so such a call would make the same results and learn nothing either.
+Sizes a result has of its own are kept as expressions and remade in the later trace's
+ShapeEnv.  ``forget_shared`` (called by ``recorder.forget_fake_results``) empties it.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import weakref
 from collections.abc import Callable
@@ -49,11 +60,16 @@ from .._torch_internals import (
     fresh_symint,
     has_effects,
     is_builtin_op,
+    raw_expr,
+    shape_env_facts,
     shape_env_version,
+    symint_of,
     tensor_metadata_with,
 )
 
-__all__ = ["SymbolicMemo", "layouts_of", "memo_key", "memoizable", "memory_formats_remembered", "remade"]
+__all__ = [
+    "SymbolicMemo", "forget_shared", "layouts_of", "memo_key", "memoizable", "memory_formats_remembered", "remade",
+]
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +222,7 @@ def remade(layouts: tuple, sizes: list, args: tuple, fake_mode: FakeTensorMode):
     """Fresh fake outputs of ``fake_mode`` laid out as ``layouts`` says (see
     ``layouts_of``), on this call's argument sizes (``sizes``, from ``memo_key``)."""
     is_tuple, parts, view_of = layouts
-    copies: dict[int, torch.SymInt] = {}  # one copy per size object, as the first call had
+    copies: dict[int, torch.SymInt] = {}  # one per size object, as the first call had
 
     def size(n):
         if not isinstance(n, tuple):
@@ -214,9 +230,14 @@ def remade(layouts: tuple, sizes: list, args: tuple, fake_mode: FakeTensorMode):
         kind, value = n
         if kind == "argument":
             return sizes[value]
-        copy = copies.get(id(value.node))
+        which = id(value.node) if kind == "copy" else id(value)
+        copy = copies.get(which)
         if copy is None:
-            copy = copies[id(value.node)] = fresh_symint(value)
+            if kind == "copy":
+                copy = fresh_symint(value)
+            else:  # "new": an expression and its hint, from an earlier trace
+                copy = symint_of(fake_mode.shape_env, *value)
+            copies[which] = copy
         return copy
 
     made = []
@@ -278,6 +299,57 @@ def layouts_of(out, sizes: list, args: tuple, kwargs: dict, fake_mode: FakeTenso
     return None
 
 
+_SHARED: dict[tuple, tuple] = {}
+"""Layouts later traces may use: ``(facts, kernels, key)`` -> layouts, where ``facts`` numbers (in
+``_FACTS``) everything the ShapeEnv knew when the kernel ran, and the kernel taught it
+nothing new (with ``kernels``, the kernels the trace installed).  A call on the same expressions in a ShapeEnv that knows exactly the same
+would make the same results by the same reasoning, and learn nothing either."""
+
+_FACTS: dict[tuple, int] = {}
+"""Each ShapeEnv state met (``shape_env_facts``) and its number.  Numbers are never given
+twice, also after ``forget_shared``: a trace still running keeps the one it was given."""
+
+_NUMBERS = itertools.count()
+
+_SHARED_LIMIT = 20_000
+"""Entries kept before the shared memo starts over: a few hundred bytes each."""
+
+_FACTS_LIMIT = 5_000
+"""ShapeEnv states kept before they and the shared memo start over (each holds the
+ShapeEnv's guards and ranges as they were: an export meets a few dozen)."""
+
+
+def forget_shared() -> None:
+    """Empty what traces share (for after registering a new fake or meta kernel)."""
+    _SHARED.clear()
+    _FACTS.clear()
+
+
+def _keep_shared(key: tuple, layouts: tuple) -> None:
+    """Keep ``layouts`` for later traces, sizes that are no argument's as their expression
+    and hint (a SymInt would hold its ShapeEnv, and with it the trace, alive)."""
+    if len(_SHARED) > _SHARED_LIMIT:
+        forget_shared()
+        return
+    portable: dict[int, tuple] = {}
+
+    def size(n):
+        if isinstance(n, tuple) and n[0] == "copy":
+            node = n[1].node
+            made = portable.get(id(node))
+            if made is None:
+                made = portable[id(node)] = ("new", (raw_expr(n[1]), node.hint))
+            return made
+        return n
+
+    is_tuple, parts, view_of = layouts
+    parts = tuple(
+        (tuple(map(size, shape)), tuple(map(size, stride)), dtype, device, (kind, size(value)))
+        for shape, stride, dtype, device, (kind, value) in parts
+    )
+    _SHARED[key] = (is_tuple, parts, view_of)
+
+
 class SymbolicMemo:
     """The memo of one trace on symbolic sizes, in front of its fake mode's own dispatch
     (``fake_dispatch_through``): below every mode, so make_fx's proxy mode (above autograd
@@ -288,10 +360,32 @@ class SymbolicMemo:
     The memo's own work never decides an export: should it fail on some call, that call is
     computed as without the memo (and logged)."""
 
-    def __init__(self, fake_mode: FakeTensorMode) -> None:
+    def __init__(self, fake_mode: FakeTensorMode, kernels: Any = None) -> None:
+        """``kernels``: which kernels the trace's patches install (they differ by IR: the
+        default IR keeps composites whole with fake rules of its own), so that only traces
+        running the same kernels share layouts."""
         self.fake_mode = fake_mode
+        self.kernels = kernels
         self._memo: dict[tuple, tuple | None] = {}
         self._memoizable: dict[OpOverload, bool] = {}
+        self._version: tuple | None = None  # the ShapeEnv's when ``_facts`` was worked out
+        self._facts = 0
+
+    def _facts_now(self) -> int:
+        """The number the process gives the ShapeEnv's facts as they are now (``_FACTS``),
+        worked out again only after the ShapeEnv learned something."""
+        shape_env = self.fake_mode.shape_env
+        version = shape_env_version(shape_env)
+        if version != self._version:
+            facts = shape_env_facts(shape_env)
+            if len(_FACTS) > _FACTS_LIMIT:
+                forget_shared()
+            number = _FACTS.get(facts)
+            if number is None:
+                number = _FACTS[facts] = next(_NUMBERS)
+            self._facts = number
+            self._version = version
+        return self._facts
 
     def __call__(self, dispatch: Callable[..., Any], func: OpOverload, types: Any, args: tuple, kwargs: Any) -> Any:
         able = self._memoizable.get(func)
@@ -300,10 +394,16 @@ class SymbolicMemo:
         if not able or any(t is not FakeTensor for t in types):
             return dispatch(func, types, args, kwargs)
         kwargs = kwargs or {}
+        shared = None
         try:
             keyed = memo_key(func, args, kwargs)
             key, sizes = keyed if keyed is not None else (None, None)
             layouts = self._memo.get(key, _UNSEEN) if key is not None else None
+            if layouts is _UNSEEN:
+                shared = (self._facts_now(), self.kernels, key)
+                layouts = _SHARED.get(shared, _UNSEEN)
+                if layouts is not _UNSEEN:
+                    self._memo[key] = layouts
             if layouts is not None and layouts is not _UNSEEN:
                 return remade(layouts, sizes, args, self.fake_mode)
         except Exception:  # noqa: BLE001 - a bug here must cost speed, not the export
@@ -311,11 +411,16 @@ class SymbolicMemo:
             key, layouts = None, None
         shape_env = self.fake_mode.shape_env
         pending = len(shape_env.pending_fresh_unbacked_symbols)
+        version = self._version
         out = dispatch(func, types, args, kwargs)
         if layouts is _UNSEEN:
             try:
                 fresh = len(shape_env.pending_fresh_unbacked_symbols) > pending
-                self._memo[key] = None if fresh else layouts_of(out, sizes, args, kwargs, self.fake_mode)
+                layouts = self._memo[key] = None if fresh else layouts_of(out, sizes, args, kwargs, self.fake_mode)
+                # Kept for later traces only when the kernel taught the ShapeEnv nothing:
+                # a later trace with the same facts would learn nothing from it either.
+                if layouts is not None and shape_env_version(shape_env) == version:
+                    _keep_shared(shared, layouts)
             except Exception:  # noqa: BLE001
                 log.debug("symbolic memo: %s not kept", func, exc_info=True)
                 self._memo[key] = None

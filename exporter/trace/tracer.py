@@ -501,8 +501,11 @@ def _trace_once(
     )
     # The tracing context hands our fake mode to anything that compiles a region
     # internally (torch.cond runs its branches through torch.compile).
-    # Symbolic sizes: repeated calls are served from the trace's memo (symbolic_memo.py).
-    memo = fake_dispatch_through(fake_mode, SymbolicMemo(fake_mode)) if plan is not None and not draft else contextlib.nullcontext()
+    # Symbolic sizes: repeated calls are served from the trace's memo, or from what earlier
+    # traces running the same kernels kept (symbolic_memo.py).
+    memo = contextlib.nullcontext()
+    if plan is not None and not draft:
+        memo = fake_dispatch_through(fake_mode, SymbolicMemo(fake_mode, kernels="training" if training else "inference"))
     with fake_mode, memo, tracing(TracingContext(fake_mode)):
         if recorder_hook is not None:
             gm = on_roomy_stack(functools.partial(record, training=training), traced, root, fakes.inputs, recorder_hook, fake_mode.shape_env)

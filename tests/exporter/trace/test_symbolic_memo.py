@@ -128,7 +128,7 @@ def served(monkeypatch):
     return _Counted.served
 
 
-def _computing(fake_mode):
+def _computing(fake_mode, **_):
     return lambda dispatch, func, types, args, kwargs: dispatch(func, types, args, kwargs)
 
 
@@ -357,3 +357,116 @@ def test_a_failure_of_the_memo_itself_costs_speed_not_the_export(monkeypatch):
         no_keys = exporter.export(model, (x,), dynamic_shapes=_spec())
     for program in (no_layouts, no_keys):
         assert graph_fingerprint(program.graph_module) == graph_fingerprint(expected.graph_module)
+
+
+class _SharedHits(dict):
+    """The shared memo, counting the lookups it answers."""
+
+    hits = 0
+
+    def get(self, key, default=None):
+        found = dict.get(self, key, default)
+        if found is not default:
+            _SharedHits.hits += 1
+        return found
+
+
+@pytest.fixture
+def shared(monkeypatch):
+    """An empty shared memo that counts its hits."""
+    from exporter.trace import symbolic_memo
+
+    table = _SharedHits()
+    _SharedHits.hits = 0
+    monkeypatch.setattr(symbolic_memo, "_SHARED", table)
+    monkeypatch.setattr(symbolic_memo, "_FACTS", {})
+    return table
+
+
+def _sizes_of_other_shape_envs(program):
+    """Symbolic sizes in the program's node values that belong to another ShapeEnv than
+    its inputs' sizes."""
+    sizes = [
+        (n.name, size)
+        for n in program.graph.nodes
+        for value in torch.utils._pytree.tree_leaves(n.meta.get("val"))
+        for size in ((*value.shape, *value.stride()) if isinstance(value, torch.Tensor) else (value,))
+        if isinstance(size, torch.SymInt)
+    ]
+    shape_env = sizes[0][1].node.shape_env
+    return [name for name, size in sizes if size.node.shape_env is not shape_env]
+
+
+@IRS
+def test_a_later_export_is_served_what_an_earlier_one_computed(ir, shared, monkeypatch):
+    """A second export of a model, in a ShapeEnv that knows what the first one's knew at
+    each call, is served the calls the first computed, and is the same program as one
+    exported without any memo; sizes the first computed are remade in the second's
+    ShapeEnv."""
+    model, x = PaddedTwice(), torch.randn(3, 5)
+    spec = ({0: torch.export.Dim("rows", min=2, max=16), 1: torch.export.Dim("cols", min=2, max=16)},)
+    first = exporter.export(model, (x,), dynamic_shapes=spec, ir=ir)
+    assert shared and not _SharedHits.hits
+    computed_sizes = [  # pad's output sizes: no argument's, kept as expressions
+        size for _, parts, _ in shared.values() for shape, *_ in parts for size in shape
+        if isinstance(size, tuple) and size[0] == "new"
+    ]
+    assert computed_sizes
+    kept = len(shared)
+    second = _same_program(model, (x,), None, spec, ir, monkeypatch)
+    assert _SharedHits.hits and len(shared) == kept
+    assert graph_fingerprint(second.graph_module) == graph_fingerprint(first.graph_module)
+    assert not _sizes_of_other_shape_envs(second)
+    fresh = torch.randn(4, 7)
+    torch.testing.assert_close(second.module()(fresh), model(fresh))
+
+    blocks, y = Blocks(), torch.randn(3, 5, 8)
+    exporter.export(blocks, (y,), dynamic_shapes=_spec(), ir=ir)
+    _SharedHits.hits = 0
+    program = _same_program(blocks, (y,), None, _spec(), ir, monkeypatch)
+    assert _SharedHits.hits
+    assert not _sizes_of_other_shape_envs(program)
+
+
+@IRS
+def test_a_shape_env_that_knows_otherwise_is_not_served(ir, shared, monkeypatch):
+    """The same calls on the same expressions, under other ranges: nothing the first export
+    kept applies, and the program is the one exported without any memo."""
+    model, x = Blocks(), torch.randn(3, 5, 8)
+    exporter.export(model, (x,), dynamic_shapes=_spec(), ir=ir)
+    narrower = ({0: torch.export.Dim("batch", min=2, max=8), 1: torch.export.Dim("seq", min=3, max=64)},)
+    program = _same_program(model, (x,), None, narrower, ir, monkeypatch)
+    assert not _SharedHits.hits
+    fresh = torch.randn(8, 9, 8)
+    torch.testing.assert_close(program.module()(fresh), model(fresh))
+
+
+def test_shape_env_facts_change_with_every_guard():
+    """torch's own version counter does not move when a guard narrows a range; ours does,
+    and the facts differ."""
+    from exporter._torch_internals import shape_env_facts, shape_env_version
+
+    mode = _mode()
+    x = _symbolic(mode, 4, 5, 8)
+    version, facts = shape_env_version(mode.shape_env), shape_env_facts(mode.shape_env)
+    torch_counter = mode.shape_env._version_counter
+    assert bool(x.shape[0] < 10)  # a guard that narrows the range, no replacement
+    assert mode.shape_env._version_counter == torch_counter
+    assert shape_env_version(mode.shape_env) != version
+    assert shape_env_facts(mode.shape_env) != facts
+    other = _mode()
+    _symbolic(other, 4, 5, 8)
+    assert shape_env_facts(other.shape_env) == facts  # another ShapeEnv that knows the same
+    hash(facts)
+
+
+def test_the_two_irs_do_not_share_layouts(shared, monkeypatch):
+    """The default IR's trace keeps composites whole with fake rules of its own: what a
+    training-IR trace computed is not served to it, nor the other way round."""
+    model, x = Blocks(), torch.randn(3, 5, 8)
+    exporter.export(model, (x,), dynamic_shapes=_spec(), ir="training")
+    _same_program(model, (x,), None, _spec(), "inference", monkeypatch)
+    assert not _SharedHits.hits
+    _SharedHits.hits = 0
+    exporter.export(model, (x,), dynamic_shapes=_spec(), ir="inference")
+    assert _SharedHits.hits  # the default IR serves itself
