@@ -140,6 +140,7 @@ __all__ = [
     "default_device",
     "fake_dispatch_through",
     "fake_fresh",
+    "fake_contiguous",
     "fake_like",
     "fake_of_plain_tensor",
     "fake_over",
@@ -151,6 +152,7 @@ __all__ = [
     "needs_exact_strides",
     "tensor_meta",
     "tensor_metadata_with",
+    "lazily_known",
     "shape_env_facts",
     "shape_env_version",
     "symint_of",
@@ -522,6 +524,51 @@ def fake_fresh(
     if FakeTensorConfig.debug:
         return FakeTensor(mode, empty, device)
     return _as_fake(mode, empty, device, False, None)
+
+
+def fake_contiguous(mode: FakeTensorMode, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> FakeTensor:
+    """A contiguous fake tensor of ``shape`` over new storage, as kernels make their results
+    with ``empty(shape)``: the one way that also works out (and keeps) that it is contiguous
+    while it is made, as those results have."""
+    with torch._C._DisableTorchDispatch():  # reaches no mode: a meta tensor
+        empty = torch.empty(shape, dtype=dtype, device="meta")
+    if FakeTensorConfig.debug:
+        return FakeTensor(mode, empty, device)
+    return _as_fake(mode, empty, device, False, None)
+
+
+class _Computes(Exception):
+    pass
+
+
+def _stop_at_first_call(frame: Any, event: str, arg: Any) -> None:
+    if event == "call":
+        raise _Computes(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
+
+
+def lazily_known(t: torch.Tensor) -> tuple[str, str]:
+    """What working out ``t``'s element count and its contiguity would start with, on
+    symbolic sizes: "" when ``t`` already holds the answer, else the first Python function
+    torch calls to compute it.  Such answers are computed once per tensor and kept; a
+    kernel's result may hold them or not, and when it does not the first question (from
+    the model, under make_fx) records the arithmetic in the graph.
+
+    Asked of a copy of ``t``'s metadata, each question stopped before its first Python call
+    (a trace function of this thread raises), so nothing is computed, guarded or kept."""
+    with torch._C._DisableTorchDispatch():
+        copy = t.detach()  # copies the answers t holds
+    answers = []
+    previous = sys.gettrace()
+    for ask in (copy.numel, copy.is_contiguous):
+        sys.settrace(_stop_at_first_call)
+        try:
+            ask()
+            answers.append("")
+        except _Computes as stopped:
+            answers.append(str(stopped))
+        finally:
+            sys.settrace(previous)
+    return answers[0], answers[1]
 
 
 def _as_fake(

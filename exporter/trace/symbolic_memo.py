@@ -1,4 +1,5 @@
-"""Fake results on symbolic sizes, served again within one trace, and in later traces.
+"""Fake results on symbolic sizes, served again within one trace (and, when asked, in later
+traces).
 
 With symbolic sizes the fake-tensor cache is off (``symbols.new_fake_mode``), so every op
 of a dynamic trace runs its fake kernel: for each output size and stride a few sympy
@@ -20,14 +21,18 @@ A call is served only when nothing can differ:
   and so the key), which of those sizes are one object, and each dtype, device and flag;
 * the global settings a kernel may read are the same (``_settings_key``);
 * no size is data-dependent, in or out, and the first call made no new symbol;
-* the results remade from the recorded layout describe exactly what the kernel returned.
+* the results remade from the recorded layout describe exactly what the kernel returned,
+  down to which sizes are one object and which answers torch works out lazily (element
+  count, contiguity) they already hold (checked on the first repeat, whose results are
+  the remade ones).
 
 The first call recorded whatever guards its kernel made; the repeat would make the same
 ones again.  ``memory_formats_remembered`` does the same for the memory format make_fx
 works out for every node's ``tensor_meta``.
 
-Later traces in the process (a re-export, another model of the same architecture and
-sizes) are served what an earlier one computed, under a stricter rule: a layout is shared
+With ``share_across_traces()`` (off by default: see its doc), later traces in the process
+(a re-export, another model of the same architecture and sizes) are served what an
+earlier one computed, under a stricter rule: a layout is shared
 only when its kernel taught the ShapeEnv nothing (no guard, range, replacement or symbol:
 ``shape_env_version`` unchanged), and is served only to a call made when the ShapeEnv
 knows exactly what it knew then (``shape_env_facts``: settings, guards, axioms, ranges,
@@ -44,7 +49,7 @@ import itertools
 import logging
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.utils._pytree as pytree
@@ -53,6 +58,7 @@ from .._torch_internals import (
     FakeTensor,
     FakeTensorMode,
     OpOverload,
+    fake_contiguous,
     fake_fresh,
     fake_like,
     fake_over,
@@ -60,6 +66,7 @@ from .._torch_internals import (
     fresh_symint,
     has_effects,
     is_builtin_op,
+    lazily_known,
     raw_expr,
     shape_env_facts,
     shape_env_version,
@@ -68,7 +75,8 @@ from .._torch_internals import (
 )
 
 __all__ = [
-    "SymbolicMemo", "forget_shared", "layouts_of", "memo_key", "memoizable", "memory_formats_remembered", "remade",
+    "SymbolicMemo", "checked", "forget_shared", "layouts_of", "memo_key", "memoizable", "memory_formats_remembered",
+    "remade", "share_across_traces", "unchecked_layouts",
 ]
 
 log = logging.getLogger(__name__)
@@ -247,37 +255,62 @@ def remade(layouts: tuple, sizes: list, args: tuple, fake_mode: FakeTensorMode):
             made.append(fake_over(fake_mode, args[view_of], shape, stride, size(value), dtype, device, False))
         elif kind == "flat":
             made.append(fake_fresh(fake_mode, size(value), shape, stride, dtype, device))
+        elif kind == "contiguous":
+            made.append(fake_contiguous(fake_mode, shape, dtype, device))
         else:
             made.append(fake_like(fake_mode, shape, stride, dtype, device, False))
     return tuple(made) if is_tuple else made[0]
 
 
-def _description(t: torch.Tensor) -> tuple:
-    """Everything about a fake tensor a remade result must match, sizes as expressions."""
+def _description(t: torch.Tensor, sizes: list) -> tuple:
+    """Everything about a fake tensor a remade result must match, sizes as expressions, and
+    which of its sizes and strides are one object, or one of the call's argument sizes
+    (``sizes``): make_fx reads each size object once, from the first tensor it met it in."""
+    positions: dict[int, int] = {}
+    for i, n in enumerate(sizes):
+        positions.setdefault(id(n.node), i)
+    objects = [n for n in (*t.shape, *t.stride()) if isinstance(n, torch.SymInt)]
+    first: dict[int, int] = {}
+    sharing = tuple(
+        ("argument", positions[id(n.node)]) if id(n.node) in positions else ("own", first.setdefault(id(n.node), i))
+        for i, n in enumerate(objects)
+    )
     return (
+        sharing,
         tuple(_size_key(n) for n in t.shape),
         tuple(_size_key(n) for n in t.stride()),
         _size_key(t.storage_offset()),
         _size_key(t.untyped_storage().nbytes()),
         t.dtype, t.device, type(t), t.requires_grad, t.is_inference(), t._is_view(),
+        # which answers it already holds: one that does not makes make_fx record the
+        # arithmetic when the model asks, and the program's node names move
+        lazily_known(t),
     )
 
 
-def layouts_of(out, sizes: list, args: tuple, kwargs: dict, fake_mode: FakeTensorMode) -> tuple | None:
-    """How ``remade`` makes ``out``, the fake result of a call on ``args`` and ``kwargs``,
-    again on a later call's arguments; None when it cannot make exactly the same.
+class _Unchecked(NamedTuple):
+    """A layout not yet remade: ``layouts`` (results with storage of their own made as
+    ``empty`` makes a flat tensor, restrided; should that not describe the kernel's results,
+    as ``empty(shape)`` makes them, else as ``empty_strided`` does) and the description
+    (``_description``) of what the kernel returned."""
+
+    layouts: tuple
+    described: list
+
+
+def unchecked_layouts(out, sizes: list, args: tuple, kwargs: dict, fake_mode: FakeTensorMode) -> _Unchecked | None:
+    """How ``remade`` may make ``out``, the fake result of a call on ``args`` and ``kwargs``,
+    again on a later call's arguments, to be checked against what the kernel returned when
+    first remade (``checked``); None when no layout can make it.
 
     One output over the storage of the call's one tensor argument is made over that
     argument's storage (what a view op returns, and an op whose kernel returns a view
-    without saying so, such as ``_unsafe_view``); other outputs need storage of their own.
-    Each way of making them is tried on this call's arguments and kept only when what it
-    makes describes exactly what the kernel returned, down to the expression of the
-    storage's size."""
+    without saying so, such as ``_unsafe_view``); other outputs need storage of their own."""
     outputs = out if isinstance(out, tuple) else (out,)
     if any(type(o) is not FakeTensor or o.fake_mode is not fake_mode or o.constant is not None for o in outputs):
         return None
     try:
-        described = [_description(o) for o in outputs]
+        described = [_description(o, sizes) for o in outputs]
     except _NoKey:  # a data-dependent size
         return None
     tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
@@ -289,14 +322,34 @@ def layouts_of(out, sizes: list, args: tuple, kwargs: dict, fake_mode: FakeTenso
         and outputs[0].untyped_storage()._cdata == args[tensors[0]].untyped_storage()._cdata
     ):
         view_of = tensors[0]
-    for flat in (True, False) if view_of is None else (False,):
-        layouts = _layouts(out, sizes, args, kwargs, view_of, flat)
-        if layouts is None:
-            return None
-        again = remade(layouts, sizes, args, fake_mode)
-        if [_description(r) for r in (again if isinstance(again, tuple) else (again,))] == described:
-            return layouts
+    layouts = _layouts(out, sizes, args, kwargs, view_of, view_of is None)
+    return None if layouts is None else _Unchecked(layouts, described)
+
+
+def checked(unchecked: _Unchecked, sizes: list, args: tuple, fake_mode: FakeTensorMode) -> tuple[tuple, Any] | None:
+    """The first layout of ``unchecked`` whose results, remade on this call's arguments
+    (a call of the same key), describe exactly what the kernel returned, down to the
+    expression of the storage's size; with those results.  None if there is none."""
+    layouts = unchecked.layouts
+    is_tuple, parts, view_of = layouts
+    candidates = [layouts]
+    if view_of is None:  # storage of its own: as empty makes it, else as empty_strided does
+        for kind in ("contiguous", "strided"):
+            candidates.append((is_tuple, tuple((*part[:4], (kind, None)) for part in parts), view_of))
+    for candidate in candidates:
+        made = remade(candidate, sizes, args, fake_mode)
+        if [_description(r, sizes) for r in (made if isinstance(made, tuple) else (made,))] == unchecked.described:
+            return candidate, made
     return None
+
+
+def layouts_of(out, sizes: list, args: tuple, kwargs: dict, fake_mode: FakeTensorMode) -> tuple | None:
+    """How ``remade`` makes ``out``, the fake result of a call on ``args`` and ``kwargs``,
+    again on a later call's arguments, checked on this call's; None when it cannot make
+    exactly the same (``unchecked_layouts`` then ``checked``)."""
+    unchecked = unchecked_layouts(out, sizes, args, kwargs, fake_mode)
+    found = checked(unchecked, sizes, args, fake_mode) if unchecked is not None else None
+    return None if found is None else found[0]
 
 
 _SHARED: dict[tuple, tuple] = {}
@@ -319,13 +372,32 @@ _FACTS_LIMIT = 5_000
 ShapeEnv's guards and ranges as they were: an export meets a few dozen)."""
 
 
+_SHARING = False
+"""Whether traces share layouts (``share_across_traces``); off unless asked for."""
+
+
+def share_across_traces(enabled: bool = True) -> None:
+    """Let later dynamic traces in this process be served what earlier ones computed (see
+    the module doc).  Off by default: a served result can hold fewer of the answers torch
+    works out lazily (element count, contiguity) than the kernel's result held, directly
+    or through a composite whose parts were served, and make_fx then records the model's
+    own questions as graph nodes that are later removed.  The program computes the same,
+    but its node names, output names in the signature included, would depend on what the
+    process exported before: a re-export could read as drift.  For a process that
+    re-exports the same architectures and compares programs by structure (not names)."""
+    global _SHARING
+    _SHARING = enabled
+    if not enabled:
+        forget_shared()
+
+
 def forget_shared() -> None:
     """Empty what traces share (for after registering a new fake or meta kernel)."""
     _SHARED.clear()
     _FACTS.clear()
 
 
-def _keep_shared(key: tuple, layouts: tuple) -> None:
+def _keep_shared(key: tuple, layouts: tuple | _Unchecked) -> None:
     """Keep ``layouts`` for later traces, sizes that are no argument's as their expression
     and hint (a SymInt would hold its ShapeEnv, and with it the trace, alive)."""
     if len(_SHARED) > _SHARED_LIMIT:
@@ -342,12 +414,13 @@ def _keep_shared(key: tuple, layouts: tuple) -> None:
             return made
         return n
 
-    is_tuple, parts, view_of = layouts
+    is_tuple, parts, view_of = layouts.layouts if type(layouts) is _Unchecked else layouts
     parts = tuple(
         (tuple(map(size, shape)), tuple(map(size, stride)), dtype, device, (kind, size(value)))
         for shape, stride, dtype, device, (kind, value) in parts
     )
-    _SHARED[key] = (is_tuple, parts, view_of)
+    portable_layouts = (is_tuple, parts, view_of)
+    _SHARED[key] = _Unchecked(portable_layouts, layouts.described) if type(layouts) is _Unchecked else portable_layouts
 
 
 class SymbolicMemo:
@@ -368,6 +441,7 @@ class SymbolicMemo:
         self.kernels = kernels
         self._memo: dict[tuple, tuple | None] = {}
         self._memoizable: dict[OpOverload, bool] = {}
+        self._shared_as: dict[tuple, tuple] = {}  # key -> shared key, of layouts shared unchecked
         self._version: tuple | None = None  # the ShapeEnv's when ``_facts`` was worked out
         self._facts = 0
 
@@ -399,12 +473,23 @@ class SymbolicMemo:
             keyed = memo_key(func, args, kwargs)
             key, sizes = keyed if keyed is not None else (None, None)
             layouts = self._memo.get(key, _UNSEEN) if key is not None else None
-            if layouts is _UNSEEN:
+            if layouts is _UNSEEN and _SHARING:
                 shared = (self._facts_now(), self.kernels, key)
                 layouts = _SHARED.get(shared, _UNSEEN)
                 if layouts is not _UNSEEN:
                     self._memo[key] = layouts
-            if layouts is not None and layouts is not _UNSEEN:
+            if type(layouts) is _Unchecked:  # the first repeat: checked as it is served
+                found = checked(layouts, sizes, args, self.fake_mode)
+                layouts = self._memo[key] = None if found is None else found[0]
+                shared = shared if shared is not None else self._shared_as.pop(key, None)
+                if shared is not None:  # shared unchecked: now shared checked, or not at all
+                    if found is None:
+                        _SHARED.pop(shared, None)
+                    else:
+                        _keep_shared(shared, layouts)
+                if found is not None:
+                    return found[1]
+            elif layouts is not None and layouts is not _UNSEEN:
                 return remade(layouts, sizes, args, self.fake_mode)
         except Exception:  # noqa: BLE001 - a bug here must cost speed, not the export
             log.debug("symbolic memo: %s computed", func, exc_info=True)
@@ -416,11 +501,13 @@ class SymbolicMemo:
         if layouts is _UNSEEN:
             try:
                 fresh = len(shape_env.pending_fresh_unbacked_symbols) > pending
-                layouts = self._memo[key] = None if fresh else layouts_of(out, sizes, args, kwargs, self.fake_mode)
+                unchecked = None if fresh else unchecked_layouts(out, sizes, args, kwargs, self.fake_mode)
+                self._memo[key] = unchecked
                 # Kept for later traces only when the kernel taught the ShapeEnv nothing:
                 # a later trace with the same facts would learn nothing from it either.
-                if layouts is not None and shape_env_version(shape_env) == version:
-                    _keep_shared(shared, layouts)
+                if unchecked is not None and shared is not None and shape_env_version(shape_env) == version:
+                    self._shared_as[key] = shared
+                    _keep_shared(shared, unchecked)
             except Exception:  # noqa: BLE001
                 log.debug("symbolic memo: %s not kept", func, exc_info=True)
                 self._memo[key] = None

@@ -378,3 +378,24 @@ def test_symint_of_makes_a_size_of_the_given_shape_env():
     assert size.node.shape_env is mode.shape_env
     assert size.node.expr == (rows * cols + 2).node.expr
     assert size.node.hint == 17 and int(size) == 17
+
+
+def test_lazily_known_tells_answers_held_without_computing_them():
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    x = mode.from_tensor(torch.randn(6, 2), symbolic_context=StatelessSymbolicContext(
+        dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC]))
+    with mode:
+        scaled = x * 2.5  # the kernel works out its result's contiguity
+        squashed = torch.sigmoid(x)  # this one does not
+    made = internals.fake_contiguous(mode, tuple(x.shape), torch.float32, torch.device("cpu"))
+    assert internals.lazily_known(scaled)[1] == ""
+    assert internals.lazily_known(squashed)[1] != ""
+    assert internals.lazily_known(made)[1] == ""  # empty(shape) holds it too
+    guards = len(mode.shape_env.guards)
+    for _ in range(2):  # asking computes nothing: the answer is still not held
+        assert internals.lazily_known(squashed)[1] != ""
+    assert len(mode.shape_env.guards) == guards
+    assert made.shape == x.shape and made.stride() == x.stride() and made.is_contiguous()

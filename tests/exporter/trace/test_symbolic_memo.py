@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import exporter
-from exporter._torch_internals import DimDynamic, FakeTensorMode, ShapeEnv, StatelessSymbolicContext
+from exporter._torch_internals import DimDynamic, FakeTensorMode, ShapeEnv, StatelessSymbolicContext, lazily_known
 from exporter.trace import patches, tracer
 from exporter.trace.symbolic_memo import SymbolicMemo, layouts_of, memo_key, memoizable, remade
 from tests.e2e.cases import TRANSFORMER_CASES
@@ -73,9 +73,14 @@ def test_served_results_are_exactly_what_the_kernels_make_on_other_sizes():
             assert memoizable(op)
             key, sizes = memo_key(op, args, kwargs)
             layouts = layouts_of(op(*args, **kwargs), sizes, args, kwargs, mode)
+            if op is aten.view.dtype:
+                # its kernel's result holds answers (element count, contiguity) no remake
+                # holds as made: served, the model's later questions would add graph nodes
+                assert layouts is None
+                continue
             assert layouts is not None, op
             recorded.append((key, layouts))
-        for (key, layouts), (op, args, kwargs) in zip(recorded, _calls(second, w)):
+        for (key, layouts), (op, args, kwargs) in zip(recorded, [c for c in _calls(second, w) if c[0] is not aten.view.dtype]):
             again, sizes = memo_key(op, args, kwargs)
             assert again == key
             theirs = op(*args, **kwargs)
@@ -84,6 +89,7 @@ def test_served_results_are_exactly_what_the_kernels_make_on_other_sizes():
             storages = {a.untyped_storage()._cdata for a in torch.utils._pytree.tree_leaves(args) if isinstance(a, torch.Tensor)}
             for t, o in zip(theirs, ours):
                 assert _exprs(o) == _exprs(t), op
+                assert lazily_known(o) == lazily_known(t), op
                 assert (o.untyped_storage()._cdata in storages) == (t.untyped_storage()._cdata in storages), op
 
 
@@ -350,12 +356,13 @@ def test_a_failure_of_the_memo_itself_costs_speed_not_the_export(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("a bug in the memo")
 
-    with monkeypatch.context() as patch:
-        patch.setattr(symbolic_memo, "layouts_of", broken)
-        no_layouts = exporter.export(model, (x,), dynamic_shapes=_spec())
-        patch.setattr(symbolic_memo, "memo_key", broken)
-        no_keys = exporter.export(model, (x,), dynamic_shapes=_spec())
-    for program in (no_layouts, no_keys):
+    programs = []
+    for part in ("unchecked_layouts", "checked", "remade", "memo_key"):
+        symbolic_memo.forget_shared()
+        with monkeypatch.context() as patch:
+            patch.setattr(symbolic_memo, part, broken)
+            programs.append(exporter.export(model, (x,), dynamic_shapes=_spec()))
+    for program in programs:
         assert graph_fingerprint(program.graph_module) == graph_fingerprint(expected.graph_module)
 
 
@@ -378,9 +385,15 @@ def shared(monkeypatch):
 
     table = _SharedHits()
     _SharedHits.hits = 0
+    monkeypatch.setattr(symbolic_memo, "_SHARING", True)
     monkeypatch.setattr(symbolic_memo, "_SHARED", table)
     monkeypatch.setattr(symbolic_memo, "_FACTS", {})
     return table
+
+
+def _layouts_in(entry):
+    """The layouts a shared entry holds, checked or not."""
+    return entry.layouts if hasattr(entry, "described") else entry
 
 
 def _sizes_of_other_shape_envs(program):
@@ -408,13 +421,12 @@ def test_a_later_export_is_served_what_an_earlier_one_computed(ir, shared, monke
     first = exporter.export(model, (x,), dynamic_shapes=spec, ir=ir)
     assert shared and not _SharedHits.hits
     computed_sizes = [  # pad's output sizes: no argument's, kept as expressions
-        size for _, parts, _ in shared.values() for shape, *_ in parts for size in shape
+        size for entry in shared.values() for shape, *_ in _layouts_in(entry)[1] for size in shape
         if isinstance(size, tuple) and size[0] == "new"
     ]
     assert computed_sizes
-    kept = len(shared)
     second = _same_program(model, (x,), None, spec, ir, monkeypatch)
-    assert _SharedHits.hits and len(shared) == kept
+    assert _SharedHits.hits
     assert graph_fingerprint(second.graph_module) == graph_fingerprint(first.graph_module)
     assert not _sizes_of_other_shape_envs(second)
     fresh = torch.randn(4, 7)
@@ -470,3 +482,24 @@ def test_the_two_irs_do_not_share_layouts(shared, monkeypatch):
     _SharedHits.hits = 0
     exporter.export(model, (x,), dynamic_shapes=_spec(), ir="inference")
     assert _SharedHits.hits  # the default IR serves itself
+
+
+def test_traces_share_nothing_unless_asked(monkeypatch):
+    """By default each trace has its own memo: a re-export is the same program, names
+    included, whatever the process exported before."""
+    from exporter.trace import symbolic_memo
+
+    model, x = Blocks(), torch.randn(3, 5, 8)
+    table = _SharedHits()
+    monkeypatch.setattr(symbolic_memo, "_SHARED", table)
+    first = exporter.export(model, (x,), dynamic_shapes=_spec())
+    second = exporter.export(model, (x,), dynamic_shapes=_spec())
+    assert not table
+    assert graph_fingerprint(first.graph_module) == graph_fingerprint(second.graph_module)
+    symbolic_memo.share_across_traces()
+    try:
+        exporter.export(model, (x,), dynamic_shapes=_spec())
+        assert table
+    finally:
+        symbolic_memo.share_across_traces(False)
+    assert not table  # turned off: emptied
