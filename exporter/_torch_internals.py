@@ -542,14 +542,18 @@ class _Computes(Exception):
 
 
 def _stop_at_first_call(frame: Any, event: str, arg: Any) -> None:
-    if event == "call":
+    if event == "call" and frame.f_code is not _SYMINT_INIT:  # (a held answer, wrapped for Python)
         raise _Computes(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
+
+
+_SYMINT_INIT = torch.SymInt.__init__.__code__
 
 
 def lazily_known(t: torch.Tensor) -> tuple[str, str]:
     """What working out ``t``'s element count and its contiguity would start with, on
-    symbolic sizes: "" when ``t`` already holds the answer, else the first Python function
-    torch calls to compute it.  Such answers are computed once per tensor and kept; a
+    symbolic sizes: "" when ``t`` already holds the answer (a symbolic one is only wrapped
+    in a ``SymInt`` on its way out), else the first Python function torch calls to compute
+    it.  Such answers are computed once per tensor and kept; a
     kernel's result may hold them or not, and when it does not the first question (from
     the model, under make_fx) records the arithmetic in the graph.
 

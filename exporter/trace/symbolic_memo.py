@@ -24,7 +24,7 @@ A call is served only when nothing can differ:
 * the results remade from the recorded layout describe exactly what the kernel returned,
   down to which sizes are one object and which answers torch works out lazily (element
   count, contiguity) they already hold (checked on the first repeat, whose results are
-  the remade ones).
+  the remade ones; an element count the kernel worked out is worked out for them too).
 
 The first call recorded whatever guards its kernel made; the repeat would make the same
 ones again.  ``memory_formats_remembered`` does the same for the memory format make_fx
@@ -222,7 +222,7 @@ def _layouts(out, sizes: list, args: tuple, kwargs: dict, view_of: int | None, f
             where = ("flat", recipe(t.numel())) if flat else ("strided", None)
         else:
             where = ("view", recipe(t.storage_offset()))
-        layouts.append((tuple(map(recipe, t.shape)), tuple(map(recipe, t.stride())), t.dtype, t.device, where))
+        layouts.append((tuple(map(recipe, t.shape)), tuple(map(recipe, t.stride())), t.dtype, t.device, where, False))
     return (isinstance(out, tuple), tuple(layouts), view_of)
 
 
@@ -249,7 +249,7 @@ def remade(layouts: tuple, sizes: list, args: tuple, fake_mode: FakeTensorMode):
         return copy
 
     made = []
-    for shape, stride, dtype, device, (kind, value) in parts:
+    for shape, stride, dtype, device, (kind, value), counted in parts:
         shape, stride = tuple(map(size, shape)), tuple(map(size, stride))
         if kind == "view":
             made.append(fake_over(fake_mode, args[view_of], shape, stride, size(value), dtype, device, False))
@@ -259,6 +259,8 @@ def remade(layouts: tuple, sizes: list, args: tuple, fake_mode: FakeTensorMode):
             made.append(fake_contiguous(fake_mode, shape, dtype, device))
         else:
             made.append(fake_like(fake_mode, shape, stride, dtype, device, False))
+        if counted:  # as the kernel's result did: worked out here, below make_fx, not traced
+            made[-1].numel()
     return tuple(made) if is_tuple else made[0]
 
 
@@ -327,20 +329,36 @@ def unchecked_layouts(out, sizes: list, args: tuple, kwargs: dict, fake_mode: Fa
 
 
 def checked(unchecked: _Unchecked, sizes: list, args: tuple, fake_mode: FakeTensorMode) -> tuple[tuple, Any] | None:
-    """The first layout of ``unchecked`` whose results, remade on this call's arguments
-    (a call of the same key), describe exactly what the kernel returned, down to the
-    expression of the storage's size; with those results.  None if there is none."""
-    layouts = unchecked.layouts
-    is_tuple, parts, view_of = layouts
-    candidates = [layouts]
-    if view_of is None:  # storage of its own: as empty makes it, else as empty_strided does
-        for kind in ("contiguous", "strided"):
-            candidates.append((is_tuple, tuple((*part[:4], (kind, None)) for part in parts), view_of))
-    for candidate in candidates:
-        made = remade(candidate, sizes, args, fake_mode)
-        if [_description(r, sizes) for r in (made if isinstance(made, tuple) else (made,))] == unchecked.described:
-            return candidate, made
-    return None
+    """A layout for each output of ``unchecked`` whose result, remade on this call's
+    arguments (a call of the same key), describes exactly what the kernel returned, down to
+    the expression of the storage's size and whether its element count is held; with those
+    results.  None if some output has none.
+
+    Tried per output, in order: storage as recorded (a view's, or as ``empty`` makes a flat
+    tensor, restrided), then as ``empty(shape)`` makes it, then as ``empty_strided`` does;
+    each also with its element count worked out when made, as a kernel that read it (to
+    size its storage, say) leaves it held."""
+    is_tuple, parts, view_of = unchecked.layouts
+    kinds = [None] if view_of is not None else [None, "contiguous", "strided"]
+    chosen: list = [None] * len(parts)
+    for kind, counted in itertools.product(kinds, (False, True)):
+        if counted and not any(d[-1][0] == "" for d in unchecked.described):
+            continue
+        ways = tuple((*part[:4], part[4] if kind is None else (kind, None), counted) for part in parts)
+        made = remade((is_tuple, ways, view_of), sizes, args, fake_mode)
+        for i, (result, described) in enumerate(zip(made if is_tuple else (made,), unchecked.described)):
+            if chosen[i] is None and _description(result, sizes) == described:
+                chosen[i] = ways[i]
+        if None not in chosen:
+            break
+    else:
+        return None
+    layouts = (is_tuple, tuple(chosen), view_of)
+    if chosen != list(ways):  # outputs made different ways: once more, together, checked whole
+        made = remade(layouts, sizes, args, fake_mode)
+        if [_description(r, sizes) for r in (made if is_tuple else (made,))] != unchecked.described:
+            return None
+    return layouts, made
 
 
 def layouts_of(out, sizes: list, args: tuple, kwargs: dict, fake_mode: FakeTensorMode) -> tuple | None:
@@ -416,8 +434,8 @@ def _keep_shared(key: tuple, layouts: tuple | _Unchecked) -> None:
 
     is_tuple, parts, view_of = layouts.layouts if type(layouts) is _Unchecked else layouts
     parts = tuple(
-        (tuple(map(size, shape)), tuple(map(size, stride)), dtype, device, (kind, size(value)))
-        for shape, stride, dtype, device, (kind, value) in parts
+        (tuple(map(size, shape)), tuple(map(size, stride)), dtype, device, (kind, size(value)), counted)
+        for shape, stride, dtype, device, (kind, value), counted in parts
     )
     portable_layouts = (is_tuple, parts, view_of)
     _SHARED[key] = _Unchecked(portable_layouts, layouts.described) if type(layouts) is _Unchecked else portable_layouts

@@ -399,3 +399,7 @@ def test_lazily_known_tells_answers_held_without_computing_them():
         assert internals.lazily_known(squashed)[1] != ""
     assert len(mode.shape_env.guards) == guards
     assert made.shape == x.shape and made.stride() == x.stride() and made.is_contiguous()
+    # a symbolic element count, once worked out, is held (only wrapped on its way out)
+    assert internals.lazily_known(squashed)[0] != ""
+    assert isinstance(squashed.numel(), torch.SymInt)
+    assert internals.lazily_known(squashed)[0] == ""
