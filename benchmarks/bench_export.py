@@ -481,7 +481,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="a subset in under two minutes: 2-layer static and dynamic rows, 3 repeats, no memory")
     parser.add_argument("--memory", action="store_true",
                         help=f"only the memory growth check: {MEMORY_EXPORTS} exports of one model, RSS")
+    parser.add_argument("--share-across-traces", action="store_true",
+                        help="let dynamic traces share the symbolic memo (exporter.trace.symbolic_memo."
+                             "share_across_traces(), off by default): `exporter s` is then a re-export served "
+                             "what the first computed, `first s` still starts empty")
     opts = parser.parse_args(argv)
+    if opts.share_across_traces:
+        from exporter.trace import symbolic_memo
+
+        symbolic_memo.share_across_traces()
     versions = {"torch": torch.__version__, "transformers": transformers.__version__, "cpu_count": os.cpu_count()}
     report: dict[str, Any] = {"versions": versions}
 
