@@ -128,7 +128,8 @@ def test_a_preserved_submodule_swapped_for_eager_gives_the_same_outputs():
     with torch.no_grad():
         torch.testing.assert_close(unflat(*args), model(*args))
         # and the swapped module is really the one called: change it, the output changes
-        replacement.proj.bias.add_(1.0)
+        # (not by a shift of proj's output: the LayerNorm after it removes any uniform one)
+        replacement.norm.bias.add_(torch.arange(8.0))
         assert not torch.allclose(unflat(*args), model(*args))
 
 
