@@ -85,3 +85,20 @@ def test_back_to_back_exports_time_both_tools(bench):
         assert 0 < row[f"{tool}_median_s"] <= row[f"{tool}_max_s"]
         assert row[f"{tool}_wall_s"] > 0
     assert row["ratio"] == row["exporter_wall_s"] / row["oracle_wall_s"]
+
+
+def test_the_first_export_split_counts_kernels_inside_the_memos_time_and_restores_the_memo():
+    pytest.importorskip("transformers")
+    spec = importlib.util.spec_from_file_location("dynamic_floor", BENCH.parent / "dynamic_floor.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    from exporter.trace.symbolic_memo import SymbolicMemo
+
+    original = SymbolicMemo.__call__
+    model, kwargs = module.build_model("gpt2", 2), module.make_inputs("gpt2")
+    seconds = module._exporter(model, kwargs, module.dynamic_shapes(kwargs), "training")
+    assert SymbolicMemo.__call__ is original
+    # every call of a dynamic trace reaches the memo; the first calls run their kernels
+    assert 0 < seconds["kernels"] < seconds["dispatch"] < seconds["total"]
+    static = module._exporter(model, kwargs, None, "training")
+    assert static["dispatch"] == static["kernels"] == 0.0  # no symbolic memo without symbolic sizes
