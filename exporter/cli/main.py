@@ -45,7 +45,22 @@ _EXAMPLE_INPUTS_HELP = (
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse's own usage errors exit 2, as ours do
         self.print_usage(sys.stderr)
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {message}{_unrecognized_hint(message)}\n")
+
+
+_UNRECOGNIZED = "unrecognized arguments: "
+
+
+def _unrecognized_hint(message: str) -> str:
+    """What to write instead, when the words argparse did not take look like the
+    ``--dynamic`` specs of one flag given several (``--dynamic x.0=b x.1=s``)."""
+    if not message.startswith(_UNRECOGNIZED):
+        return ""
+    words = message[len(_UNRECOGNIZED):].split()
+    if not words or not all("=" in w and "." in w.split("=", 1)[0] and not w.startswith("-") for w in words):
+        return ""
+    flags = " ".join(f"--dynamic {w}" for w in words)
+    return f"\n  --dynamic takes one PATH=SPEC per flag: repeat it, as in {flags}"
 
 
 def _export_parser() -> argparse.ArgumentParser:

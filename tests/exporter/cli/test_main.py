@@ -141,6 +141,21 @@ def test_usage_errors_exit_2(workdir):
     assert run("check", "models.py:Net", "--update-baseline", cwd=workdir).returncode == 2
 
 
+def test_several_dynamic_specs_after_one_flag_say_to_repeat_the_flag(capsys):
+    from exporter.cli.main import _export_parser
+
+    with pytest.raises(SystemExit) as exited:
+        _export_parser().parse_args(["m.py:Net", "--dynamic", "x.0=b", "x.1=s", "y.0=b"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: x.1=s y.0=b" in err
+    assert "repeat it, as in --dynamic x.1=s --dynamic y.0=b" in err
+    # any other stray word gets argparse's message alone
+    with pytest.raises(SystemExit):
+        _export_parser().parse_args(["m.py:Net", "--bogus"])
+    assert "repeat it" not in capsys.readouterr().err
+
+
 def test_verbose_shows_the_traceback(workdir):
     result = run("models.py:Net", "--init-args", '{"hidden": -1}', "-v", cwd=workdir)
     assert result.returncode == 2
