@@ -13,7 +13,10 @@ from .._errors import VerificationError
 from ..trace.preserve import state_values_restored
 from .analysis import output_path
 
-__all__ = ["Comparison", "OutputDiff", "VerificationMismatch", "compare_runner_with_eager", "compare_with_eager", "require_match"]
+__all__ = [
+    "Comparison", "OutputDiff", "VerificationMismatch", "compare_runner_with_eager", "compare_with_eager", "refused",
+    "require_match",
+]
 
 
 @attrs.frozen
@@ -62,16 +65,40 @@ class Comparison:
         }
 
 
+_REFUSALS = ("Guard failed", "Runtime assertion failed", "Expected input at")
+"""How a program's own checks word a refusal: a guard torch recorded while tracing (checked
+by ``ep.module()``), a deferred runtime assert, an input outside the program's ranges."""
+
+
+def refused(comparison: Comparison) -> bool:
+    """The program refused inputs eager ran on, by one of its own checks."""
+    error = comparison.error
+    return error is not None and comparison.eager_error is None and any(r in error for r in _REFUSALS)
+
+
 class VerificationMismatch(VerificationError):
-    """The program and the eager model disagree beyond tolerance on some inputs."""
+    """The program and the eager model disagree beyond tolerance on some inputs, or the
+    program refused inputs eager ran on."""
 
     def __init__(self, comparisons: list[Comparison], *, rtol: float, atol: float, what: str = "program") -> None:
         failures = [line for c in comparisons for line in c.failures()]
+        failed = [c for c in comparisons if not c.ok]
+        if failed and all(refused(c) for c in failed):
+            hint = (
+                f"the {what} refuses sizes eager runs on ({', '.join(c.label for c in failed)}): a condition "
+                "torch recorded while tracing does not hold there. If those sizes lie inside your declared "
+                "ranges, narrow them to where it holds (a minimum of 1 or 2 for a size that may not be 0: "
+                "--dynamic x.0=batch:1..); if they must be supported, find what in forward() made the condition"
+            )
+        else:
+            hint = (
+                "the program disagrees with eager beyond tolerance; compare node by node with "
+                "torch.fx.Interpreter, or loosen --rtol/--atol if the difference is rounding"
+            )
         super().__init__(
             f"{what} and eager differ (rtol {rtol:g}, atol {atol:g}): " + "; ".join(failures),
             rule="matches-eager",
-            hint="the program disagrees with eager beyond tolerance; compare node by node with "
-            "torch.fx.Interpreter, or loosen --rtol/--atol if the difference is rounding",
+            hint=hint,
         )
         self.comparisons = comparisons
 

@@ -75,3 +75,32 @@ def test_inputs_eager_fails_on_are_reported_apart_not_as_a_mismatch():
     assert runs[0].eager_error == "ValueError: odd batch" and runs[0].ok and runs[0].outputs == ()
     assert runs[0].to_json()["eager_error"] == "ValueError: odd batch"
     require_match(runs, rtol=1e-4, atol=1e-5)  # does not raise
+
+
+class NotAtZero(torch.nn.Module):
+    """A guard the program keeps (``2*b != b``, two sizes of one Dim) where eager runs on an
+    empty batch: the program refuses a size inside a range that starts at 0."""
+
+    def forward(self, x, y):
+        if 2 * x.shape[0] != y.shape[0]:
+            return x * 2 + y
+        return x + 1
+
+
+def test_a_program_that_refuses_sizes_eager_runs_on_says_to_narrow_the_range():
+    model = NotAtZero()
+    batch = torch.export.Dim("b")
+    program = exporter.export(model, (torch.randn(3, 2), torch.randn(3, 2)), dynamic_shapes=({0: batch}, {0: batch}))
+    assert {r.lower for r in program.range_constraints.values()} == {0}
+    runs = [("example", (torch.randn(3, 2), torch.randn(3, 2)), {}), ("min b=0", (torch.randn(0, 2), torch.randn(0, 2)), {})]
+    results = compare_with_eager(model, program, runs)
+    assert [c.ok for c in results] == [True, False] and results[1].eager_error is None
+    with pytest.raises(VerificationMismatch) as info:
+        require_match(results, rtol=1e-4, atol=1e-5)
+    assert "refuses sizes eager runs on (min b=0)" in info.value.hint and "batch:1.." in info.value.hint
+
+    # a value mismatch alongside keeps the tolerance hint: not every failure is a refusal
+    noisy = compare_with_eager(Noisy(), exporter.export(Noisy(), (torch.zeros(4),)), [("example", (torch.zeros(4),), {})], atol=1e-7, rtol=0)
+    with pytest.raises(VerificationMismatch) as info:
+        require_match([*results, *noisy], rtol=0, atol=1e-7)
+    assert "beyond tolerance" in info.value.hint
