@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable
 
+import attrs
 import torch.utils._pytree as pytree
 
-from .._errors import AbortError, Category, ErrorInfo
+from .._errors import AbortError, Category, ConstraintError, ErrorInfo
 from .._pipeline import export_timed
 from .._timing import StageTimer
+from ..constraints.fixes import constraint_report
 from ..inputs import bind_inputs, describe_path, plan_dynamic_shapes
 from ..submodules import report_submodules
 from .analysis import (
@@ -48,6 +51,39 @@ log = logging.getLogger(__name__)
 def _lap(timer: StageTimer, stage: str) -> float:
     timer.lap(stage)
     return timer.timings[stage]
+
+
+_RANGED = re.compile(r"^--dynamic (?P<path>[^=\s]+)=(?P<name>[A-Za-z_]\w*):(?P<range>\S*)(?P<rest>.*)$")
+
+
+def _on_declaring_flag(fix: str, flags: list[str]) -> str:
+    """A new range for a named Dim, put on the flag that gave the name its range (a name's
+    range is given once), with the flag it replaces."""
+    match = _RANGED.match(fix)
+    if match is None or match["name"] in ("auto", "dynamic", "static"):
+        return fix
+    name = match["name"]
+    naming = [f for f in flags if re.match(rf"^[^=]+={name}(:|$)", f)]
+    ranged = [f for f in naming if f.split("=", 1)[1].startswith(f"{name}:")]
+    declaring = (ranged or naming or [None])[0]
+    if declaring is None:
+        return fix
+    path = declaring.split("=", 1)[0]
+    return f"--dynamic {path}={name}:{match['range']}{match['rest']}  (for --dynamic {declaring})"
+
+
+def _in_flags(error: ErrorInfo, constraint: ConstraintError, flags: list[str]) -> ErrorInfo:
+    """A ConstraintError for a spec given as ``--dynamic`` flags, its fixes written as flags
+    where they can be (the library's message writes ``dynamic_shapes`` entries)."""
+    if not any(v.flag for v in constraint.violations) or constraint.message != constraint_report(constraint.violations):
+        return error
+    violations = [attrs.evolve(v, flag=_on_declaring_flag(v.flag, flags)) if v.flag else v for v in constraint.violations]
+    return attrs.evolve(
+        error,
+        message=constraint_report(violations, flags=True),
+        hint="change the --dynamic flags as listed above (in pyproject.toml, the `dynamic` list of the model); "
+        "flags sharing a NAME share the Dim, and a NAME's range is given once",
+    )
 
 
 def _exited(exit: SystemExit, stage: str) -> AbortError:
@@ -214,6 +250,8 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
         report.error = ErrorInfo.from_exception(_exited(e, current[0]))
     except Exception as e:  # noqa: BLE001 - reported, not raised
         report.error = ErrorInfo.from_exception(_out_of_memory(e, current[0]) or e)
+        if isinstance(e, ConstraintError) and settings.dynamic:
+            report.error = _in_flags(report.error, e, settings.dynamic)
         # Not when there is a program (verification or saving failed: every module exports), nor
         # when the model or inputs were given wrongly (no module would run on them).
         export_failed = report.program is None and not report.error.is_input_error

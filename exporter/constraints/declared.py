@@ -41,6 +41,8 @@ class Violation:
     """That line's source text."""
     always: bool = False
     """An error whatever torch's shape solver concludes (a ``Dim.DYNAMIC`` fixed to a constant)."""
+    flag: str | None = None
+    """The same fix as ``--dynamic`` flags (``--dynamic x.3=2*w_2``), where flags can say it."""
 
 
 def _frame(sloc):

@@ -17,7 +17,7 @@ from .._dims import DimKind, bound_text, spec_fragment
 from .._state import ExportState
 from .._torch_internals import ValueRanges, int_oo, raw_expr
 from .declared import DeclaredDim, Violation, declared_dims, source_code, source_location
-from .fixes import UserNames, edges_text, range_fix, relation_fix
+from .fixes import UserNames, edges_text, flag_path, range_fix, range_flag, relation_fix, relation_flag
 
 __all__ = ["find_violations"]
 
@@ -53,6 +53,7 @@ def find_violations(state: ExportState) -> list[Violation]:
                     source_location(sloc),
                     source_code(sloc),
                     always=request.kind is DimKind.DYNAMIC,
+                    flag=_static_flag(request),
                 )
             )
             continue
@@ -70,6 +71,7 @@ def find_violations(state: ExportState) -> list[Violation]:
                         relation_fix(dim, current, names, dims),
                         source_location(sloc),
                         source_code(sloc),
+                        flag=relation_flag(dim, current, dims),
                     )
                 )
             continue
@@ -89,6 +91,7 @@ def find_violations(state: ExportState) -> list[Violation]:
                     range_fix(dim, vr),
                     source_location(sloc),
                     source_code(sloc),
+                    flag=range_flag(dim, vr),
                 )
             )
     violations += _other_guards(state, [d for d in dims if d.request.kind.is_dim], names)
@@ -230,6 +233,7 @@ def _other_guards(state: ExportState, declared_dims: list[DeclaredDim], names: U
                 f"{edges_text(dim.label, request, *excluded)} inside the declared range {declared_range}"
             )
             fix = range_fix(dim, vr, keep_min=excluded[0] != int(request.min or 0))
+            flag = range_flag(dim, vr, keep_min=excluded[0] != int(request.min or 0))
         elif k is not None or divisor is not None:
             k = k or divisor
             base = request.root if request.kind is DimKind.DERIVED else request.name
@@ -242,11 +246,19 @@ def _other_guards(state: ExportState, declared_dims: list[DeclaredDim], names: U
                     f"only if {request.input_dim} is a multiple of {k}"
                 )
             fix = f'{stem} = Dim("{stem}"); {spec_fragment(request.keys, f"{k} * {stem}")}  (a multiple of {k})'
+            path = flag_path(request)
+            flag = f"--dynamic {path}={k}*{stem}" if path else None
         else:
             message = f"the model needs {names.text(expr)}{more}, which the spec does not declare"
             fix = f"declare a relation that implies it, or make {request.input_dim} static: {spec_fragment(request.keys, 'None')}"
-        found.append(Violation(message, fix, source_location(sloc), source_code(sloc)))
+            flag = _static_flag(request)
+        found.append(Violation(message, fix, source_location(sloc), source_code(sloc), flag=flag))
     return found
+
+
+def _static_flag(request) -> str | None:
+    path = flag_path(request)
+    return f"--dynamic {path}=static  (or no --dynamic for it)" if path else None
 
 
 def _divides(expr) -> bool:

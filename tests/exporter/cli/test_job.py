@@ -1,6 +1,9 @@
 """run_export: one export start to finish, every outcome captured in the report."""
 
+import pytest
 import torch
+
+import exporter
 
 from exporter import Category
 from exporter.cli.job import run_export
@@ -105,3 +108,40 @@ def test_a_model_that_exits_or_runs_out_of_memory_fails_its_export_not_the_proce
     assert huge.error.category is Category.MEMORY
     assert huge.error.message.startswith("out of memory while loading the model: Huge() raised RuntimeError")
     assert huge.error.location.endswith("dying.py:8")
+
+
+def test_a_dynamic_spec_given_as_flags_is_answered_with_the_flags_that_fix_it(models, tmp_path):
+    source = tmp_path / "shapes.py"
+    source.write_text(
+        "import torch\n"
+        "class Doubled(torch.nn.Module):\n"
+        "    def forward(self, x, y):\n"
+        "        return torch.cat([x, x], 0) + y\n"
+        "class Bounded(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        torch._check(x.shape[0] <= 16)\n"
+        "        return x.view(x.shape[0] // 2, 2, -1)\n"
+        "class Fixed(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x.view(3, -1)\n"
+    )
+    cases = [
+        ("Doubled", "f32[3,4] f32[6,4]", ["x.0=a", "y.0=b"], ["fix: --dynamic y.0=2*a"]),
+        ("Bounded", "f32[4,3]", ["x.0=b"], ["fix: --dynamic x.0=2*b_2", "fix: --dynamic x.0=b:..16"]),
+        ("Fixed", "f32[3,4]", ["x.0=b"], ["fix: --dynamic x.0=static"]),
+    ]
+    for name, inputs, flags, fixes in cases:
+        report = run_export(ExportSettings(f"{source}:{name}", example_inputs=inputs, dynamic=flags, save=False))
+        assert report.exit_code == 1 and report.error.category is Category.DYNAMIC_SHAPE_CONSTRAINT, name
+        for fix in fixes:
+            assert fix in report.error.message, (name, report.error.message)
+        assert "dynamic_shapes" not in report.error.message.split("fix:", 1)[1], report.error.message
+        assert "--dynamic flags as listed above" in report.error.hint
+
+    # the library keeps writing dynamic_shapes entries
+    namespace: dict = {}
+    exec(source.read_text(), namespace)
+    a, b = torch.export.Dim("a"), torch.export.Dim("b")
+    with pytest.raises(exporter.ConstraintError) as info:
+        exporter.export(namespace["Doubled"](), (torch.randn(3, 4), torch.randn(6, 4)), dynamic_shapes=({0: a}, {0: b}))
+    assert 'fix: "y": {0: 2 * a}' in info.value.message and "--dynamic y.0" not in info.value.message
