@@ -45,6 +45,9 @@ class Assumption:
     checked: bool = False
     """Whether the program checks it when it runs (an assert node, or its input checks)."""
     occurrences: int = 1
+    flag: str | None = None
+    """For a dynamic-shape assumption: its fix as ``--dynamic`` flags (``detail`` has it as a
+    ``dynamic_shapes`` entry), which the command line shows instead."""
 
     def to_json(self) -> dict:
         return {

@@ -257,7 +257,10 @@ def _shape_assumptions(error: ConstraintError) -> list[Assumption]:
     if not error.violations:
         return [Assumption(AssumptionKind.DYNAMIC_SHAPE, error.message, error.location, checked=True)]
     return [
-        Assumption(AssumptionKind.DYNAMIC_SHAPE, v.message, v.location, v.code, detail=f"fix: {v.fix}", checked=True)
+        Assumption(
+            AssumptionKind.DYNAMIC_SHAPE, v.message, v.location, v.code, detail=f"fix: {v.fix}", checked=True,
+            flag=f"fix: {v.flag}" if v.flag else None,
+        )
         for v in error.violations
     ]
 

@@ -138,6 +138,11 @@ def test_a_dynamic_spec_given_as_flags_is_answered_with_the_flags_that_fix_it(mo
         assert "dynamic_shapes" not in report.error.message.split("fix:", 1)[1], report.error.message
         assert "--dynamic flags as listed above" in report.error.hint
 
+    # a draft export takes the example's sizes past the violation and lists the flag to fix it
+    drafted = run_export(ExportSettings(f"{source}:Doubled", example_inputs="f32[3,4] f32[6,4]", dynamic=["x.0=a", "y.0=b"], draft=True, save=False))
+    assert drafted.ok, drafted.error
+    assert [a.detail for a in drafted.draft.assumptions] == ["fix: --dynamic y.0=2*a"]
+
     # the library keeps writing dynamic_shapes entries
     namespace: dict = {}
     exec(source.read_text(), namespace)
