@@ -183,12 +183,16 @@ def signature_rows(
     }
 
 
-def input_names(signature: dict[str, list[dict[str, Any]]] | None, inputs: list[dict[str, Any]]) -> list[str]:
+def input_names(
+    signature: dict[str, list[dict[str, Any]]] | None, inputs: list[dict[str, Any]], bound: list[str] | None = None
+) -> list[str]:
     """Each example input leaf (``describe_leaf`` rows) by the forward() path it binds to
-    (``input_ids``), where the signature has them, else as given (``args[0]``)."""
+    (``input_ids``): from the signature, else from the binding (``bound``, when the export
+    failed after the inputs were bound), else as given (``args[0]``)."""
     paths = [r.get("path") for r in (signature or {}).get("inputs", []) if r["kind"] == "USER_INPUT"]
-    if len(paths) == len(inputs) and all(paths):
-        return paths
+    for names in (paths, bound or []):
+        if len(names) == len(inputs) and all(names):
+            return names
     return [leaf["path"] for leaf in inputs]
 
 

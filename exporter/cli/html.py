@@ -72,7 +72,7 @@ def _header(report, anchor: str) -> str:
 
 def _inputs(report) -> str:
     rows = []
-    for name, leaf in zip(input_names(report.signature, report.inputs), report.inputs):
+    for name, leaf in zip(input_names(report.signature, report.inputs, report.input_paths), report.inputs):
         if leaf["kind"] == "tensor":
             rows.append([f"<code>{_e(name)}</code>", "tensor", _e(leaf["dtype"]), f"<code>{_e(_shape(leaf))}</code>"])
         else:

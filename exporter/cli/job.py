@@ -155,6 +155,8 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
         dynamic_shapes = plan = None
         bound = bind_inputs(model, examples.args, examples.kwargs)
         input_paths = [leaf_path(path) for path in bound.paths]
+        if bound.labels == [leaf["path"] for leaf in report.inputs]:  # the same leaves, in the same order
+            report.input_paths = input_paths
         if settings.dynamic:
             dynamic_shapes = dynamic_shapes_from_flags(settings.dynamic, bound.by_name())
             plan = plan_dynamic_shapes(model, bound, dynamic_shapes)

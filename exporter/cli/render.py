@@ -87,7 +87,7 @@ def _inputs_table(report) -> Group:
     table = Table(box=None, pad_edge=False)
     for column in ("input", "kind", "dtype", "shape / value"):
         table.add_column(column, overflow="fold")
-    for name, leaf in zip(input_names(report.signature, report.inputs), report.inputs):
+    for name, leaf in zip(input_names(report.signature, report.inputs, report.input_paths), report.inputs):
         if leaf["kind"] == "tensor":
             table.add_row(escape(name), "tensor", leaf["dtype"], escape(_shape(leaf)))
         else:

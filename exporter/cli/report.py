@@ -61,6 +61,10 @@ class ExportReport:
     """The ExportedProgram (not part of the JSON report, and not sent between processes)."""
     graph: dict[str, Any] | None = None
     """The graph for the HTML report's drawing (``graph_data``; not part of the JSON report)."""
+    input_paths: list[str] | None = None
+    """Each of ``inputs`` by the forward() path it binds to (``x``, ``inputs['mask']``), once
+    bound: how the tables name inputs when no signature does (the export failed; not part of
+    the JSON report)."""
 
     @property
     def ok(self) -> bool:

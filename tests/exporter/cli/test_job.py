@@ -150,3 +150,12 @@ def test_a_dynamic_spec_given_as_flags_is_answered_with_the_flags_that_fix_it(mo
     with pytest.raises(exporter.ConstraintError) as info:
         exporter.export(namespace["Doubled"](), (torch.randn(3, 4), torch.randn(6, 4)), dynamic_shapes=({0: a}, {0: b}))
     assert 'fix: "y": {0: 2 * a}' in info.value.message and "--dynamic y.0" not in info.value.message
+
+
+def test_a_failed_export_still_names_its_inputs_by_forward_parameter(models):
+    from exporter.cli.analysis import input_names
+
+    failed = run_export(ExportSettings("unit_models.py:Branchy", example_inputs="f32[3]", save=False))
+    assert failed.exit_code == 1 and failed.signature is None
+    assert [leaf["path"] for leaf in failed.inputs] == ["args[0]"]  # the JSON keeps the inputs as given
+    assert input_names(failed.signature, failed.inputs, failed.input_paths) == ["x"]
