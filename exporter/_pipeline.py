@@ -259,7 +259,7 @@ def _shape_assumptions(error: ConstraintError) -> list[Assumption]:
     return [
         Assumption(
             AssumptionKind.DYNAMIC_SHAPE, v.message, v.location, v.code, detail=f"fix: {v.fix}", checked=True,
-            flag=f"fix: {v.flag}" if v.flag else None,
+            flag=v.flag,
         )
         for v in error.violations
     ]

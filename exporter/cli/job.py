@@ -58,19 +58,18 @@ _RANGED = re.compile(r"^--dynamic (?P<path>[^=\s]+)=(?P<name>[A-Za-z_]\w*):(?P<r
 
 def _on_declaring_flag(fix: str, flags: list[str]) -> str:
     """A new range for a named Dim, put on the flag that gave the name its range (a name's
-    range is given once), with the flag it replaces.  ``fix`` may start with ``fix: ``."""
-    lead, fix = ("fix: ", fix[len("fix: "):]) if fix.startswith("fix: ") else ("", fix)
+    range is given once), with the flag it replaces."""
     match = _RANGED.match(fix)
     if match is None or match["name"] in ("auto", "dynamic", "static"):
-        return lead + fix
+        return fix
     name = match["name"]
     naming = [f for f in flags if re.match(rf"^[^=]+={name}(:|$)", f)]
     ranged = [f for f in naming if f.split("=", 1)[1].startswith(f"{name}:")]
     declaring = (ranged or naming or [None])[0]
     if declaring is None:
-        return lead + fix
+        return fix
     path = declaring.split("=", 1)[0]
-    return f"{lead}--dynamic {path}={name}:{match['range']}{match['rest']}  (for --dynamic {declaring})"
+    return f"--dynamic {path}={name}:{match['range']}{match['rest']}  (for --dynamic {declaring})"
 
 
 def _in_flags(error: ErrorInfo, constraint: ConstraintError, flags: list[str]) -> ErrorInfo:
@@ -184,7 +183,7 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
         report.draft = getattr(program, "draft_report", None)
         if report.draft is not None and settings.dynamic:  # the spec came as flags: fixes as flags
             report.draft = attrs.evolve(report.draft, assumptions=tuple(
-                attrs.evolve(a, detail=_on_declaring_flag(a.flag, settings.dynamic)) if a.flag else a
+                attrs.evolve(a, detail=f"fix: {_on_declaring_flag(a.flag, settings.dynamic)}") if a.flag else a
                 for a in report.draft.assumptions
             ))
         names = symbol_names(program, plan)
