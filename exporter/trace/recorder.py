@@ -77,6 +77,11 @@ _DEVICE = torch.ops.prim.device.default
 _META = torch.device("meta")
 _LIFT_FRESH = torch.ops.aten.lift_fresh.default
 _LIFT_FRESH_COPY = torch.ops.aten.lift_fresh_copy.default
+_UNSAFE_VIEW = torch.ops.aten._unsafe_view.default
+"""Not a view op, but its fake result lies over its argument's storage: the fake-tensor cache
+refuses it for that alone (it rebuilds aliases only for view ops), and the memo serves it
+as it serves a view.  In the training IR every ``matmul`` on 3-d inputs (``linear`` too)
+ends in one below autograd."""
 _IS_NONZERO = torch.ops.aten.is_nonzero.default
 _DATA_DEPENDENT = torch.Tag.data_dependent_output
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -260,7 +265,8 @@ class Recorder(TorchDispatchMode):
 
     def _layouts(self, func: OpOverload, args: tuple, kwargs: dict, out: Any) -> tuple | None:
         """How to make ``out`` again, or None when the memo must not serve this call."""
-        if not fake_cache_would_serve(self.fake_mode, func, args, kwargs):
+        aliasing = func.is_view or func is _UNSAFE_VIEW
+        if func is not _UNSAFE_VIEW and not fake_cache_would_serve(self.fake_mode, func, args, kwargs):
             return None
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
         storages = {t.untyped_storage()._cdata for t in tensors}
@@ -273,10 +279,10 @@ class Recorder(TorchDispatchMode):
                 return None
             layout = (tuple(o.shape), o.stride(), o.dtype, o.fake_device, o.requires_grad)
             storage = o.untyped_storage()._cdata
-            if func.is_view:
+            if aliasing:
                 # Below autograd a view's fake result is a tensor over its one tensor
                 # argument's storage (autograd, above, makes it a view), as the fake cache
-                # makes it on a hit.
+                # makes it on a hit; so is ``_unsafe_view``'s.
                 viewed = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
                 if len(viewed) != 1 or len(tensors) != 1 or storage != args[viewed[0]].untyped_storage()._cdata:
                     return None
@@ -284,7 +290,7 @@ class Recorder(TorchDispatchMode):
             elif o.storage_offset() != 0 or storage in storages:
                 return None
             remade = self._remade_one(layout, args)
-            if _description(remade) != _description(o) or (func.is_view and remade.untyped_storage()._cdata != storage):
+            if _description(remade) != _description(o) or (aliasing and remade.untyped_storage()._cdata != storage):
                 return None
             layouts.append(layout)
         return (type(out) is tuple, tuple(layouts))

@@ -581,6 +581,47 @@ def test_training_traces_are_served_below_autograd_and_keep_its_answers(fake_cal
         torch.testing.assert_close(program.module()(inputs), model(inputs))
 
 
+class ProjectsTokens(torch.nn.Module):
+    """Linear layers on (batch, tokens, features): below autograd each ``matmul`` ends in an
+    ``_unsafe_view`` over the product's storage, which the fake-tensor cache refuses."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(3))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.matmul(x, layer.weight.t()) + layer.bias
+        return x
+
+
+def test_unsafe_view_is_served_below_autograd_over_its_arguments_storage(fake_calls):
+    unsafe_view = torch.ops.aten._unsafe_view.default
+    model, x = ProjectsTokens(), torch.randn(2, 5, 8)
+    forget_fake_results()
+    recorded, by_make_fx = _both(model, (x,), None, training=True)
+    assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
+    fake_calls.clear()
+    again = trace(model, bind_inputs(model, (x,), None), training=True)
+    assert unsafe_view not in fake_calls, fake_calls  # three layers, every call served
+    assert graph_fingerprint(again.gm) == graph_fingerprint(by_make_fx.gm)
+    program = exporter.export(model, (x,), ir="training")
+    for inputs in (x, torch.randn(2, 5, 8)):
+        torch.testing.assert_close(program.module()(inputs), model(inputs))
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode()
+    recorder = _recorder_in(mode)
+    product = mode.from_tensor(torch.randn(10, 8))
+    with mode, torch._C._AutoDispatchBelowADInplaceOrView():
+        made = [recorder._served(unsafe_view, (product, [2, 5, 8]), {}) for _ in range(3)]
+    assert fake_calls.count(unsafe_view) == 1
+    for m in made:  # as the kernel makes it: over the product's storage, not a view
+        assert (m.shape, m.stride(), m.storage_offset(), m._is_view()) == ((2, 5, 8), (40, 8, 1), 0, False)
+        assert m.untyped_storage()._cdata == product.untyped_storage()._cdata
+
+
 def test_the_shared_memo_starts_over_past_its_limit(monkeypatch):
     from exporter.trace import recorder as recorder_module
 
