@@ -162,6 +162,7 @@ __all__ = [
     "PROXY_MODE_KEY",
     "ProxyTorchDispatchMode",
     "PreDispatchTorchFunctionMode",
+    "outside_pre_dispatch",
     "is_compiled_module",
     "module_stack_tracer",
     "op_implementation_dirs",
@@ -286,6 +287,14 @@ def autograd_visible() -> Any:
     excluded = excluded - C.DispatchKeySet(C.DispatchKey.AutogradFunctionality) - C.DispatchKeySet(C.DispatchKey.ADInplaceOrView)
     with C._ForceDispatchKeyGuard(included, excluded), torch.enable_grad():
         yield
+
+
+def outside_pre_dispatch() -> Any:
+    """Within the block, calls skip the pre-dispatch key.  A mode below autograd that runs a
+    kernel for autograd itself (the ``detach`` autograd.Function's ``apply`` asks for, outside
+    any op the pre-dispatch trace is handling) would otherwise send the call back to the top,
+    where the trace records it as if forward had called it."""
+    return torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(DispatchKey.PreDispatch))
 
 
 def call_at_key(op: OpOverload, key: DispatchKey):

@@ -62,6 +62,7 @@ from .._torch_internals import (
     is_compiled_module,
     needs_exact_strides,
     node_name_for,
+    outside_pre_dispatch,
     snapshot_fake,
     tensor_meta,
     traced_graph as make_fx_graph,
@@ -502,9 +503,10 @@ class _ServedBelowAutograd(TorchDispatchMode):
         able = self._memoizable.get(func)
         if able is None:
             able = self._memoizable[func] = memoizable(func)
-        if able:
-            return self._recorder._served(func, args, kwargs)
-        return func(*args, **kwargs)
+        with outside_pre_dispatch():  # as the fake mode runs it: the trace above has recorded the call
+            if able:
+                return self._recorder._served(func, args, kwargs)
+            return func(*args, **kwargs)
 
 
 class _GradRegions(PreDispatchTorchFunctionMode):

@@ -403,3 +403,12 @@ def test_lazily_known_tells_answers_held_without_computing_them():
     assert internals.lazily_known(squashed)[0] != ""
     assert isinstance(squashed.numel(), torch.SymInt)
     assert internals.lazily_known(squashed)[0] == ""
+
+
+def test_outside_pre_dispatch_excludes_the_pre_dispatch_key_for_the_block():
+    from exporter._torch_internals import PRE_DISPATCH, outside_pre_dispatch
+
+    assert not torch._C._dispatch_tls_is_dispatch_key_excluded(PRE_DISPATCH)
+    with outside_pre_dispatch():
+        assert torch._C._dispatch_tls_is_dispatch_key_excluded(PRE_DISPATCH)
+    assert not torch._C._dispatch_tls_is_dispatch_key_excluded(PRE_DISPATCH)

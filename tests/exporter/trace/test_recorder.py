@@ -622,6 +622,43 @@ def test_unsafe_view_is_served_below_autograd_over_its_arguments_storage(fake_ca
         assert m.untyped_storage()._cdata == product.untyped_storage()._cdata
 
 
+class _MaskedSoftmax(torch.autograd.Function):
+    """DeBERTa's XSoftmax: the output is written in place and saved for backward."""
+
+    @staticmethod
+    def forward(ctx, x, mask):
+        out = torch.softmax(x.masked_fill(mask, -1e4), -1)
+        out.masked_fill_(mask, 0.0)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad * out, None
+
+
+class UsesMaskedSoftmax(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(6, 6)
+
+    def forward(self, x, mask):
+        return _MaskedSoftmax.apply(self.proj(x), mask) * 2
+
+
+def test_what_autograd_function_apply_asks_below_autograd_is_not_recorded(fake_calls):
+    """``apply`` asks for a ``detach`` below autograd outside any op the trace is handling; the
+    memo's mode runs it below the trace (as the fake mode would), on a cold memo too."""
+    model = UsesMaskedSoftmax()
+    x, mask = torch.randn(2, 6), torch.rand(2, 6) > 0.5
+    forget_fake_results()
+    recorded, by_make_fx = _both(model, (x, mask), None, training=True)
+    assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
+    program = exporter.export(model, (x, mask), ir="training")
+    torch.testing.assert_close(program.module()(x, mask), model(x, mask))
+
+
 def test_the_shared_memo_starts_over_past_its_limit(monkeypatch):
     from exporter.trace import recorder as recorder_module
 
