@@ -294,7 +294,10 @@ def outside_pre_dispatch() -> Any:
     kernel for autograd itself (the ``detach`` autograd.Function's ``apply`` asks for, outside
     any op the pre-dispatch trace is handling) would otherwise send the call back to the top,
     where the trace records it as if forward had called it."""
-    return torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(DispatchKey.PreDispatch))
+    return torch._C._ExcludeDispatchKeyGuard(_PRE_DISPATCH_SET)
+
+
+_PRE_DISPATCH_SET = torch._C.DispatchKeySet(DispatchKey.PreDispatch)
 
 
 def call_at_key(op: OpOverload, key: DispatchKey):

@@ -218,11 +218,14 @@ class Recorder(TorchDispatchMode):
     # trace learns serves the traces after it (``record`` hands each the process's memo),
     # as torch's fake-tensor cache is shared by every fake mode.
 
-    def _served(self, func: OpOverload, args: tuple, kwargs: dict) -> Any:
-        """``func(*args, **kwargs)``, from the memo when it can be."""
+    def _served(self, func: OpOverload, args: tuple, kwargs: dict, run: Callable[..., Any] | None = None) -> Any:
+        """``func(*args, **kwargs)``, from the memo when it can be; ``run(func, args, kwargs)``
+        computes it when not (default: the call itself)."""
+        if run is None:
+            run = _call
         mode = self.fake_mode
         if mode is None or not mode.cache_enabled:
-            return func(*args, **kwargs)
+            return run(func, args, kwargs)
         try:
             key = (
                 func,
@@ -233,14 +236,14 @@ class Recorder(TorchDispatchMode):
                 tuple((k, self._arg_key(v)) for k, v in kwargs.items()),
             )
         except _NoKey:
-            return func(*args, **kwargs)
+            return run(func, args, kwargs)
         layouts = self._memo.get(key, _UNSEEN)
         if layouts is _UNSEEN:
-            out = func(*args, **kwargs)
+            out = run(func, args, kwargs)
             self._memo[key] = self._layouts(func, args, kwargs, out)
             return out
         if layouts is None:
-            return func(*args, **kwargs)
+            return run(func, args, kwargs)
         return self._remade(layouts, args)
 
     def _arg_key(self, value: Any) -> Any:
@@ -503,10 +506,20 @@ class _ServedBelowAutograd(TorchDispatchMode):
         able = self._memoizable.get(func)
         if able is None:
             able = self._memoizable[func] = memoizable(func)
-        with outside_pre_dispatch():  # as the fake mode runs it: the trace above has recorded the call
-            if able:
-                return self._recorder._served(func, args, kwargs)
-            return func(*args, **kwargs)
+        if able:
+            return self._recorder._served(func, args, kwargs, _below_the_trace)
+        return _below_the_trace(func, args, kwargs)
+
+
+def _call(func: OpOverload, args: tuple, kwargs: dict) -> Any:
+    return func(*args, **kwargs)
+
+
+def _below_the_trace(func: OpOverload, args: tuple, kwargs: dict) -> Any:
+    """Run a call a mode below autograd handles as the fake mode runs it: the pre-dispatch
+    trace above has recorded whatever forward called (see ``outside_pre_dispatch``)."""
+    with outside_pre_dispatch():
+        return func(*args, **kwargs)
 
 
 class _GradRegions(PreDispatchTorchFunctionMode):
