@@ -13,10 +13,7 @@ from .._errors import VerificationError
 from ..trace.preserve import state_values_restored
 from .analysis import output_path
 
-__all__ = [
-    "Comparison", "OutputDiff", "VerificationMismatch", "compare_runner_with_eager", "compare_with_eager", "refused",
-    "require_match",
-]
+__all__ = ["Comparison", "OutputDiff", "VerificationMismatch", "compare_runner_with_eager", "compare_with_eager", "require_match"]
 
 
 @attrs.frozen
@@ -70,7 +67,7 @@ _REFUSALS = ("Guard failed", "Runtime assertion failed", "Expected input at")
 by ``ep.module()``), a deferred runtime assert, an input outside the program's ranges."""
 
 
-def refused(comparison: Comparison) -> bool:
+def _refused(comparison: Comparison) -> bool:
     """The program refused inputs eager ran on, by one of its own checks."""
     error = comparison.error
     return error is not None and comparison.eager_error is None and any(r in error for r in _REFUSALS)
@@ -83,7 +80,7 @@ class VerificationMismatch(VerificationError):
     def __init__(self, comparisons: list[Comparison], *, rtol: float, atol: float, what: str = "program") -> None:
         failures = [line for c in comparisons for line in c.failures()]
         failed = [c for c in comparisons if not c.ok]
-        if failed and all(refused(c) for c in failed):
+        if failed and all(_refused(c) for c in failed):
             hint = (
                 f"the {what} refuses sizes eager runs on ({', '.join(c.label for c in failed)}): a condition "
                 "torch recorded while tracing does not hold there. If those sizes lie inside your declared "

@@ -232,8 +232,8 @@ def _other_guards(state: ExportState, declared_dims: list[DeclaredDim], names: U
                 f"the model needs {names.text(expr)}{more}, which fails for "
                 f"{edges_text(dim.label, request, *excluded)} inside the declared range {declared_range}"
             )
-            fix = range_fix(dim, vr, keep_min=excluded[0] != int(request.min or 0))
-            flag = range_flag(dim, vr, keep_min=excluded[0] != int(request.min or 0))
+            keep_min = excluded[0] != int(request.min or 0)
+            fix, flag = range_fix(dim, vr, keep_min=keep_min), range_flag(dim, vr, keep_min=keep_min)
         elif k is not None or divisor is not None:
             k = k or divisor
             base = request.root if request.kind is DimKind.DERIVED else request.name
