@@ -627,6 +627,9 @@ def test_onnx_without_the_extra_exits_2_and_says_how_to_install_it(workdir):
     stub = workdir / "stub" / "onnxruntime"
     stub.mkdir(parents=True)
     (stub / "__init__.py").write_text("raise ImportError('No module named onnxruntime')\n")
+    # onnxscript importable whether or not the extra is installed: the test is about onnxruntime
+    (workdir / "stub" / "onnxscript").mkdir()
+    (workdir / "stub" / "onnxscript" / "__init__.py").write_text("")
     env = dict(os.environ, COLUMNS="200", PYTHONPATH=str(workdir / "stub"))
     result = subprocess.run([sys.executable, "-m", "exporter", "models.py:Net", "--onnx", "net.onnx"],
                             cwd=workdir, capture_output=True, text=True, env=env, timeout=300)
