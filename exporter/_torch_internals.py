@@ -163,6 +163,7 @@ __all__ = [
     "ProxyTorchDispatchMode",
     "PreDispatchTorchFunctionMode",
     "outside_pre_dispatch",
+    "pre_dispatch_handler",
     "is_compiled_module",
     "module_stack_tracer",
     "op_implementation_dirs",
@@ -298,6 +299,38 @@ def outside_pre_dispatch() -> Any:
 
 
 _PRE_DISPATCH_SET = torch._C.DispatchKeySet(DispatchKey.PreDispatch)
+
+
+def pre_dispatch_handler(op: OpOverload, mode: Any) -> Any:
+    """A kernel for ``op`` at the pre-dispatch key that hands each call straight to
+    ``mode.__torch_dispatch__``, or None unless ``mode`` sits alone in the pre-dispatch slots.
+
+    torch's own kernel there (``OpOverload._get_dispatch``) does the same in the same
+    order: take the mode out of its slot (turning the key off when no mode is left), call
+    it, put it back.  It builds the kernel and a context manager afresh for every call and
+    flattens the arguments to list the tensor types, which on a training-IR trace cost a
+    sixth of the trace.  ``mode`` must not read ``types`` (given as ``()``)."""
+    state = torch._ops.mode_stack_state_for_pre_dispatch()
+    if (
+        state.get(0) is not mode
+        or state.get(1) is not None
+        or state._schema_check_mode is not None
+        or torch._C._dispatch_tls_is_dispatch_key_excluded(DispatchKey.Python)
+    ):
+        return None
+    include = torch._C._dispatch_tls_set_dispatch_key_included
+    dispatch = mode.__torch_dispatch__
+
+    def handler(*args: Any, **kwargs: Any) -> Any:
+        state.set(0, None)
+        include(DispatchKey.PreDispatch, False)
+        try:
+            return dispatch(op, (), args, kwargs)
+        finally:
+            state.set(0, mode)
+            include(DispatchKey.PreDispatch, True)
+
+    return handler
 
 
 def call_at_key(op: OpOverload, key: DispatchKey):

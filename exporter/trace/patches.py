@@ -63,7 +63,10 @@ fast recorder only                     make_fx's ``Tracer.trace``, which sends e
 ``nn.Module.__call__`` through the     module stack), sets the fx-tracing flag and
 recorder's module stack, higher-order  disables the autocast cache; a higher-order op
 ops reported first, fx-tracing flag    has no rule for the recorder, which then hands
-set, autocast cache off                the model to make_fx
+set, autocast cache off; training IR:  the model to make_fx.  ``OpOverload._get_dispatch``
+pre-dispatch calls handed straight to  at the pre-dispatch key: the same hand-over to the
+the recorder                           mode there, without the kernel, context manager
+                                       and argument flattening it makes per call
 the cyclic garbage collector paused    (none in torch.export; torch's own
 for the whole export, not only the     ``get_state_dict`` pauses it the same way) an
 trace (``gc_paused``, entered by the   export allocates enough to set off several
@@ -97,9 +100,10 @@ make_fx's ``tensor_meta`` maker,       before the trace, so torch.compile called
 ``create_node``, ``call_module``,      compiles
 the draft check, the higher-order-op
 compile hook, ``is_exporting()``, the
-fast recorder's ``nn.Module.__call__``
-and ``HigherOrderOperator.__call__``,
-the program's graph-module factory
+fast recorder's ``nn.Module.__call__``,
+``HigherOrderOperator.__call__`` and
+``OpOverload._get_dispatch``, the
+program's graph-module factory
 grad mode, the Python dispatcher,      nothing: thread-local state in torch's C++
 the autocast cache
 Dynamo and functorch config            nothing: torch 2.13's ``ConfigModule`` keeps
@@ -157,6 +161,7 @@ import torch
 
 from .._torch_internals import (
     MAKE_FX_TENSOR_METADATA,
+    PRE_DISPATCH,
     FunctionalTensor,
     HigherOrderOperator,
     OpOverload,
@@ -175,6 +180,7 @@ from .._torch_internals import (
     load_what_shape_envs_load,
     loaded_dynamo_config,
     module_stack_tracer,
+    pre_dispatch_handler,
     program_module_factory,
     real_tensor_propagation,
     set_compiler_flags,
@@ -712,17 +718,25 @@ ModuleCall = Callable[..., object]
 
 
 @contextlib.contextmanager
-def fast_recording(call_module: ModuleCall, on_hop: Callable[[str], None]) -> Iterator[None]:
+def fast_recording(call_module: ModuleCall, on_hop: Callable[[str], None], pre_dispatch_mode: object = None) -> Iterator[None]:
     """Within the block, in the tracing thread, what make_fx's ``Tracer.trace`` changes for
     its trace, for the recorder that stands in for it: every ``nn.Module.__call__`` goes
     through ``call_module`` (which keeps the module stack), ``on_hop(name)`` sees each
     higher-order op before it runs or has its body compiled (it may raise), torch.fx's "fx
     tracing" flag is set and the autocast cache is off (each autocast cast is recorded
-    where it happens)."""
+    where it happens).  With ``pre_dispatch_mode`` (the training recorder), a call reaching
+    the pre-dispatch key while that mode is alone there goes straight to it
+    (``pre_dispatch_handler``); any other mode there gets torch's own kernel."""
     module_call = torch.nn.Module.__call__
     hop_call = HigherOrderOperator.__call__
     hop_utils = hop_compile_module()
     compile_and_call = hop_utils._hop_compile_and_call
+    get_dispatch = OpOverload._get_dispatch
+
+    def direct_dispatch(op, key):
+        if key == PRE_DISPATCH and (handler := pre_dispatch_handler(op, pre_dispatch_mode)) is not None:
+            return handler
+        return get_dispatch(op, key)
 
     def recorded_call(module, *args, **kwargs):
         return call_module(module, module_call, args, kwargs)
@@ -741,9 +755,12 @@ def fast_recording(call_module: ModuleCall, on_hop: Callable[[str], None]) -> It
     torch.nn.Module.__call__ = _in_tracing_thread(recorded_call, module_call)
     HigherOrderOperator.__call__ = _in_tracing_thread(reported_hop, hop_call)
     hop_utils._hop_compile_and_call = _in_tracing_thread(reported_compile, compile_and_call)
+    if pre_dispatch_mode is not None:
+        OpOverload._get_dispatch = _in_tracing_thread(direct_dispatch, get_dispatch)
     try:
         yield
     finally:
+        OpOverload._get_dispatch = get_dispatch
         hop_utils._hop_compile_and_call = compile_and_call
         HigherOrderOperator.__call__ = hop_call
         torch.nn.Module.__call__ = module_call

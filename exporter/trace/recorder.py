@@ -589,7 +589,7 @@ def record(
         recorder.placeholder(i, value)
     with contextlib.ExitStack() as modes:
         modes.enter_context(_active(recorder))
-        modes.enter_context(fast_recording(recorder.call_module, recorder.on_hop))
+        modes.enter_context(fast_recording(recorder.call_module, recorder.on_hop, recorder if training else None))
         if training:
             # as make_fx enters them: per-key modes need the Python dispatcher
             modes.enter_context(enable_python_dispatcher())
