@@ -164,6 +164,7 @@ __all__ = [
     "PreDispatchTorchFunctionMode",
     "outside_pre_dispatch",
     "pre_dispatch_handler",
+    "is_make_fx_mode",
     "is_compiled_module",
     "module_stack_tracer",
     "op_implementation_dirs",
@@ -301,20 +302,22 @@ def outside_pre_dispatch() -> Any:
 _PRE_DISPATCH_SET = torch._C.DispatchKeySet(DispatchKey.PreDispatch)
 
 
-def pre_dispatch_handler(op: OpOverload, mode: Any) -> Any:
-    """A kernel for ``op`` at the pre-dispatch key that hands each call straight to
-    ``mode.__torch_dispatch__``, or None unless ``mode`` sits alone in the pre-dispatch slots.
+def pre_dispatch_handler(op: OpOverload, accepts: Any) -> Any:
+    """A kernel for ``op`` at the pre-dispatch key that hands each call straight to the mode
+    there, or None unless one mode sits alone in the pre-dispatch slots and ``accepts(mode)``.
 
     torch's own kernel there (``OpOverload._get_dispatch``) does the same in the same
     order: take the mode out of its slot (turning the key off when no mode is left), call
     it, put it back.  It builds the kernel and a context manager afresh for every call and
     flattens the arguments to list the tensor types, which on a training-IR trace cost a
-    sixth of the trace.  ``mode`` must not read ``types`` (given as ``()``)."""
+    sixth of the trace.  The mode must not read ``types`` (given as ``()``)."""
     state = torch._ops.mode_stack_state_for_pre_dispatch()
+    mode = state.get(0)
     if (
-        state.get(0) is not mode
+        mode is None
         or state.get(1) is not None
         or state._schema_check_mode is not None
+        or not accepts(mode)
         or torch._C._dispatch_tls_is_dispatch_key_excluded(DispatchKey.Python)
     ):
         return None
@@ -331,6 +334,12 @@ def pre_dispatch_handler(op: OpOverload, mode: Any) -> Any:
             include(DispatchKey.PreDispatch, True)
 
     return handler
+
+
+def is_make_fx_mode(mode: Any) -> bool:
+    """Whether ``mode`` is make_fx's own dispatch mode (not a subclass), which reads no
+    ``types`` in its ``__torch_dispatch__``."""
+    return type(mode) is proxy_tensor.ProxyTorchDispatchMode
 
 
 def call_at_key(op: OpOverload, key: DispatchKey):

@@ -205,6 +205,7 @@ __all__ = [
     "ModuleCall",
     "NodeHook",
     "buffer_writes",
+    "direct_pre_dispatch",
     "fast_recording",
     "gc_paused",
     "program_code_deferred",
@@ -718,25 +719,38 @@ ModuleCall = Callable[..., object]
 
 
 @contextlib.contextmanager
+def direct_pre_dispatch(accepts: Callable[[object], bool]) -> Iterator[None]:
+    """Within the block, in the tracing thread, a call reaching the pre-dispatch key while a
+    mode that ``accepts(mode)`` sits alone there goes straight to that mode
+    (``pre_dispatch_handler``), without the kernel, context manager and argument flattening
+    torch makes for it per call; any other mode there gets torch's own kernel."""
+    get_dispatch = OpOverload._get_dispatch
+
+    def direct_dispatch(op, key):
+        if key == PRE_DISPATCH and (handler := pre_dispatch_handler(op, accepts)) is not None:
+            return handler
+        return get_dispatch(op, key)
+
+    OpOverload._get_dispatch = _in_tracing_thread(direct_dispatch, get_dispatch)
+    try:
+        yield
+    finally:
+        OpOverload._get_dispatch = get_dispatch
+
+
+@contextlib.contextmanager
 def fast_recording(call_module: ModuleCall, on_hop: Callable[[str], None], pre_dispatch_mode: object = None) -> Iterator[None]:
     """Within the block, in the tracing thread, what make_fx's ``Tracer.trace`` changes for
     its trace, for the recorder that stands in for it: every ``nn.Module.__call__`` goes
     through ``call_module`` (which keeps the module stack), ``on_hop(name)`` sees each
     higher-order op before it runs or has its body compiled (it may raise), torch.fx's "fx
     tracing" flag is set and the autocast cache is off (each autocast cast is recorded
-    where it happens).  With ``pre_dispatch_mode`` (the training recorder), a call reaching
-    the pre-dispatch key while that mode is alone there goes straight to it
-    (``pre_dispatch_handler``); any other mode there gets torch's own kernel."""
+    where it happens).  With ``pre_dispatch_mode`` (the training recorder), calls at the
+    pre-dispatch key go straight to it while it is alone there (``direct_pre_dispatch``)."""
     module_call = torch.nn.Module.__call__
     hop_call = HigherOrderOperator.__call__
     hop_utils = hop_compile_module()
     compile_and_call = hop_utils._hop_compile_and_call
-    get_dispatch = OpOverload._get_dispatch
-
-    def direct_dispatch(op, key):
-        if key == PRE_DISPATCH and (handler := pre_dispatch_handler(op, pre_dispatch_mode)) is not None:
-            return handler
-        return get_dispatch(op, key)
 
     def recorded_call(module, *args, **kwargs):
         return call_module(module, module_call, args, kwargs)
@@ -755,12 +769,11 @@ def fast_recording(call_module: ModuleCall, on_hop: Callable[[str], None], pre_d
     torch.nn.Module.__call__ = _in_tracing_thread(recorded_call, module_call)
     HigherOrderOperator.__call__ = _in_tracing_thread(reported_hop, hop_call)
     hop_utils._hop_compile_and_call = _in_tracing_thread(reported_compile, compile_and_call)
-    if pre_dispatch_mode is not None:
-        OpOverload._get_dispatch = _in_tracing_thread(direct_dispatch, get_dispatch)
+    direct = direct_pre_dispatch(lambda mode: mode is pre_dispatch_mode) if pre_dispatch_mode is not None else contextlib.nullcontext()
     try:
-        yield
+        with direct:
+            yield
     finally:
-        OpOverload._get_dispatch = get_dispatch
         hop_utils._hop_compile_and_call = compile_and_call
         HigherOrderOperator.__call__ = hop_call
         torch.nn.Module.__call__ = module_call

@@ -40,6 +40,7 @@ from .._torch_internals import (
     functional_mode,
     functional_state,
     has_effects,
+    is_make_fx_mode,
     record_module_calls,
     rename_node,
     reparametrize_module,
@@ -54,7 +55,7 @@ from .draft import (
     record_assumption_sites,
 )
 from .explain import explain
-from .patches import buffer_writes, tracing_patches
+from .patches import buffer_writes, direct_pre_dispatch, tracing_patches
 from .preserve import module_preserved
 from .recorder import CannotRecord, record, traced_graph, traced_node
 from .signature import constant_attribute_fqns, input_specs, output_specs
@@ -510,7 +511,8 @@ def _trace_once(
         if recorder_hook is not None:
             gm = on_roomy_stack(functools.partial(record, training=training), traced, root, fakes.inputs, recorder_hook, fake_mode.shape_env)
         else:
-            gm = on_roomy_stack(functools.partial(record_module_calls, pre_dispatch=training), traced, holder, {}, fakes.inputs)
+            with direct_pre_dispatch(is_make_fx_mode) if training else contextlib.nullcontext():
+                gm = on_roomy_stack(functools.partial(record_module_calls, pre_dispatch=training), traced, holder, {}, fakes.inputs)
     return _Traced(gm, fake_mode, fakes, recorded, root_relative=recorder_hook is not None)
 
 

@@ -530,6 +530,36 @@ def test_fast_recording_routes_this_threads_module_calls_and_reports_higher_orde
     assert (torch.nn.Module.__call__, HigherOrderOperator.__call__, is_fx_tracing(), torch.is_autocast_cache_enabled(), OpOverload._get_dispatch) == saved
 
 
+def test_direct_pre_dispatch_hands_calls_to_an_accepted_mode_only(monkeypatch):
+    """A pre-dispatch trace records the same graph with calls handed straight to its mode;
+    a mode not accepted gets torch's own per-call kernel.  (Other threads get torch's
+    kernel as every replacement here gives them the original; their fx traces wait.)"""
+    import torch._library.utils as library_utils
+    from torch._ops import OpOverload
+    from exporter._torch_internals import is_make_fx_mode
+    from exporter.trace.patches import direct_pre_dispatch
+
+    handed = []
+    real = library_utils.handle_dispatch_mode
+    monkeypatch.setattr(library_utils, "handle_dispatch_mode", lambda *a, **k: handed.append(a[1]) or real(*a, **k))
+
+    def traced():
+        fn = lambda t: torch.nn.functional.linear(t, t).relu()  # noqa: E731
+        return make_fx(fn, pre_dispatch=True)(torch.randn(2, 2)).code
+
+    plain = traced()
+    assert torch.ops.aten.linear.default in handed
+    get_dispatch = OpOverload._get_dispatch
+    with tracing_patches():
+        handed.clear()
+        with direct_pre_dispatch(lambda mode: False):
+            assert traced() == plain and torch.ops.aten.linear.default in handed
+        handed.clear()
+        with direct_pre_dispatch(is_make_fx_mode):
+            assert traced() == plain and handed == []
+    assert OpOverload._get_dispatch is get_dispatch
+
+
 # -- the garbage collector ----------------------------------------------------------------
 
 
