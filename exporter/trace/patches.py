@@ -731,11 +731,8 @@ def direct_pre_dispatch(accepts: Callable[[object], bool]) -> Iterator[None]:
             return handler
         return get_dispatch(op, key)
 
-    OpOverload._get_dispatch = _in_tracing_thread(direct_dispatch, get_dispatch)
-    try:
+    with _replaced(OpOverload, "_get_dispatch", _in_tracing_thread(direct_dispatch, get_dispatch)):
         yield
-    finally:
-        OpOverload._get_dispatch = get_dispatch
 
 
 @contextlib.contextmanager
