@@ -86,7 +86,7 @@ def _after(done: list[str]) -> str:
 
 
 def export(
-    model: torch.nn.Module,
+    mod: torch.nn.Module,
     args: tuple[Any, ...] = (),
     kwargs: dict[str, Any] | None = None,
     *,
@@ -98,16 +98,18 @@ def export(
     experts_implementation: str | None = None,
     ir: str = "inference",
 ) -> torch.export.ExportedProgram:
-    """Export ``model`` on example inputs to a functional ATen ``torch.export.ExportedProgram``.
+    """Export the module ``mod`` on example inputs to a functional ATen
+    ``torch.export.ExportedProgram``.
 
     The program is equivalent to
-    ``torch.export.export(model, args, kwargs, strict=False).run_decompositions({})``:
+    ``torch.export.export(mod, args, kwargs, strict=False).run_decompositions({})``:
     post-autograd, functional ATen (functional composite ops such as ``aten.linear`` kept
     whole), with a graph signature whose inputs are parameters (``p_``), buffers (``b_``),
     constants (``c_``) and user inputs, and whose outputs are buffer/input mutations
-    followed by the user outputs.  ``model`` is left exactly as it was, also on failure.
+    followed by the user outputs.  ``mod`` is left exactly as it was, also on failure.
 
-    The parameters ``torch.export.export`` shares mean what they mean there:
+    The parameters ``torch.export.export`` has are named as there and mean what they mean
+    there, so a call written for it, keywords included, works unchanged:
     ``dynamic_shapes``; ``strict`` (exporter is non-strict: ``strict=True`` is refused);
     ``preserve_module_call_signature``, paths of submodules whose calling convention the
     program keeps in its module call graph, so ``torch.export.unflatten`` rebuilds them
@@ -136,7 +138,7 @@ def export(
     example inputs (``VerificationError`` if they differ).  The model's setting is restored.
 
     Raises:
-        InputSpecError: ``args``/``kwargs`` do not fit ``model.forward`` (also when the model
+        InputSpecError: ``args``/``kwargs`` do not fit ``mod.forward`` (also when the model
             fails on them when run eagerly: the inputs, not the export, are wrong).
         TraceError: running the model on fake tensors failed, or did something a program
             cannot express; the error names the category and the user's source line.
@@ -144,7 +146,7 @@ def export(
         PassError, VerificationError: a bug in exporter (please report).
     """
     return export_timed(
-        model,
+        mod,
         args,
         kwargs,
         dynamic_shapes=dynamic_shapes,
@@ -159,7 +161,7 @@ def export(
 
 @gc_paused()  # a fresh pause per call: the whole export runs with the collector paused
 def export_timed(
-    model: torch.nn.Module,
+    mod: torch.nn.Module,
     args: tuple[Any, ...] = (),
     kwargs: dict[str, Any] | None = None,
     *,
@@ -172,6 +174,7 @@ def export_timed(
     ir: str = "inference",
 ) -> tuple[torch.export.ExportedProgram, dict[str, float]]:
     """``export``, also returning seconds per stage: inputs, trace, constraints, passes, program."""
+    model = mod
     if strict:
         raise InputSpecError(
             "strict=True asks for torch.export's strict mode (tracing Python bytecode with Dynamo); "

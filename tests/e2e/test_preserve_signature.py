@@ -210,6 +210,38 @@ def test_none_preserves_nothing_as_the_empty_tuple_does():
     assert [e.fqn for e in program.module_call_graph if e.signature is not None] == [""]
 
 
+def test_every_torch_export_parameter_is_accepted_under_its_name():
+    """A call written for torch.export.export, every argument by keyword, works unchanged:
+    each of its parameters is exporter.export's too, of the same kind and default (``args``
+    may be left out here), and the program is the oracle's (compared in the training IR,
+    where dynamic programs' node names are torch's too)."""
+    import inspect
+
+    ours = inspect.signature(exporter.export).parameters
+    for name, theirs in inspect.signature(torch.export.export).parameters.items():
+        assert name in ours, name
+        assert ours[name].kind == theirs.kind, name
+        if theirs.default is not inspect.Parameter.empty:
+            assert ours[name].default == theirs.default, name
+    model, (x, y) = Repeated().eval(), _inputs(3)
+    options = dict(
+        args=(x,),
+        kwargs={"bias": y},
+        dynamic_shapes={"x": {0: Dim("batch", max=16)}, "bias": {0: Dim("batch", max=16)}},
+        strict=False,
+        preserve_module_call_signature=("block",),
+        prefer_deferred_runtime_asserts_over_guards=False,
+    )
+    program = exporter.export(mod=model, **options, ir="training")
+    oracle = torch.export.export(mod=model, **options)
+    assert _signatures(program) == _signatures(oracle)
+    assert program.graph_signature == oracle.graph_signature
+    assert str(program.range_constraints) == str(oracle.range_constraints)
+    for batch in (3, 5):
+        a, b = _inputs(batch)
+        torch.testing.assert_close(program.module()(a, bias=b), model(a, bias=b))
+
+
 def test_strict_true_is_refused_with_what_to_do():
     with pytest.raises(InputSpecError, match="non-strict by design") as info:
         exporter.export(Repeated(), _inputs(), strict=True)
