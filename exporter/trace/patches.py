@@ -63,10 +63,11 @@ fast recorder only                     make_fx's ``Tracer.trace``, which sends e
 ``nn.Module.__call__`` through the     module stack), sets the fx-tracing flag and
 recorder's module stack, higher-order  disables the autocast cache; a higher-order op
 ops reported first, fx-tracing flag    has no rule for the recorder, which then hands
-set, autocast cache off; training IR:  the model to make_fx.  ``OpOverload._get_dispatch``
-pre-dispatch calls handed straight to  at the pre-dispatch key: the same hand-over to the
-the recorder                           mode there, without the kernel, context manager
-                                       and argument flattening it makes per call
+set, autocast cache off                the model to make_fx
+training IR only: pre-dispatch calls   ``OpOverload._get_dispatch`` at the pre-dispatch
+handed straight to the recorder or     key: the same hand-over to the mode there, without
+make_fx's mode                         the kernel, context manager and argument flattening
+(``direct_pre_dispatch``)              it makes per call
 the cyclic garbage collector paused    (none in torch.export; torch's own
 for the whole export, not only the     ``get_state_dict`` pauses it the same way) an
 trace (``gc_paused``, entered by the   export allocates enough to set off several
