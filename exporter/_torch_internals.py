@@ -164,6 +164,9 @@ __all__ = [
     "PreDispatchTorchFunctionMode",
     "outside_pre_dispatch",
     "pre_dispatch_handler",
+    "real_clone",
+    "real_copy_into",
+    "tensors_written",
     "is_make_fx_mode",
     "is_compiled_module",
     "module_stack_tracer",
@@ -340,6 +343,33 @@ def is_make_fx_mode(mode: Any) -> bool:
     """Whether ``mode`` is make_fx's own dispatch mode (not a subclass), which reads no
     ``types`` in its ``__torch_dispatch__``."""
     return type(mode) is proxy_tensor.ProxyTorchDispatchMode
+
+
+def tensors_written(op: OpOverload, args: tuple, kwargs: dict) -> list[Any]:
+    """The tensors among ``op``'s arguments that its schema says it writes to (``self`` of an
+    in-place op, ``out=``), in argument order."""
+    written = []
+    for i, argument in enumerate(op._schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        value = args[i] if i < len(args) and not argument.kwarg_only else kwargs.get(argument.name)
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, torch.Tensor):
+                written.append(item)
+    return written
+
+
+def real_clone(t: torch.Tensor) -> torch.Tensor:
+    """A copy of the real tensor ``t``, made with torch's own kernels whatever modes are on."""
+    with torch._C._DisableTorchDispatch(), torch.no_grad():
+        return t.detach().clone()
+
+
+def real_copy_into(t: torch.Tensor, source: torch.Tensor) -> None:
+    """Write ``source``'s values into the real tensor ``t`` with torch's own kernels, not
+    recorded by autograd, whatever modes are on."""
+    with torch._C._DisableTorchDispatch(), torch.no_grad():
+        t.copy_(source)
 
 
 def call_at_key(op: OpOverload, key: DispatchKey):
@@ -722,13 +752,18 @@ def fake_dispatch_through(mode: FakeTensorMode, wrapper: Any) -> Iterator[None]:
     """Within the block every op ``mode`` computes goes through ``wrapper(dispatch, func,
     types, args, kwargs)``, ``dispatch`` being the mode's own (what its
     ``__torch_dispatch__`` calls): an attribute of this one mode object, which no other mode
-    sees.  Below every other mode, so the op has been recorded by any proxy mode above."""
+    sees.  Below every other mode, so the op has been recorded by any proxy mode above.
+    Blocks nest: an inner block's wrapper sees each call first."""
     own = mode.dispatch
+    previous = mode.__dict__.get("dispatch")  # an enclosing block's wrapper
     mode.dispatch = lambda func, types, args=(), kwargs=None: wrapper(own, func, types, args, kwargs)
     try:
         yield
     finally:
-        del mode.dispatch
+        if previous is None:
+            del mode.dispatch
+        else:
+            mode.dispatch = previous
 
 
 MAKE_FX_TENSOR_METADATA = (proxy_tensor, "_extract_tensor_metadata")

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from .._torch_internals import FakeTensor, FunctionalTensor
+from .._torch_internals import FakeTensor, FunctionalTensor, is_traceable_wrapper_subclass
 
 __all__ = ["find_leaked_tracing_values", "module_preserved", "state_bytes", "state_values_restored"]
 
@@ -89,7 +89,7 @@ def state_values_restored(root: torch.nn.Module) -> Iterator[Callable[[], None]]
     def restore() -> None:
         with torch.no_grad():
             for tensor, data, values in saved:
-                if tensor.untyped_storage().data_ptr() != data.untyped_storage().data_ptr():
+                if not _same_memory(tensor, data):
                     tensor.data = data
                 data.copy_(values)
 
@@ -97,6 +97,17 @@ def state_values_restored(root: torch.nn.Module) -> Iterator[Callable[[], None]]
         yield restore
     finally:
         restore()
+
+
+def _same_memory(tensor: torch.Tensor, data: torch.Tensor) -> bool:
+    """Whether ``tensor`` still holds the memory ``data`` held (a wrapper subclass, such as
+    a quantized weight, holds its inner tensors')."""
+    if is_traceable_wrapper_subclass(tensor):
+        names, _ = tensor.__tensor_flatten__()
+        return is_traceable_wrapper_subclass(data) and all(
+            _same_memory(getattr(tensor, name), getattr(data, name)) for name in names
+        )
+    return tensor.untyped_storage().data_ptr() == data.untyped_storage().data_ptr()
 
 
 def state_bytes(root: torch.nn.Module) -> int:

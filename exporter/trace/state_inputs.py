@@ -11,6 +11,7 @@ for the length of the trace).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,10 +19,18 @@ import attrs
 import torch
 
 from .._errors import Category, TraceError
-from .._torch_internals import is_traceable_wrapper_subclass
+from .._torch_internals import (
+    FakeTensor,
+    FakeTensorMode,
+    fake_dispatch_through,
+    is_traceable_wrapper_subclass,
+    real_clone,
+    real_copy_into,
+    tensors_written,
+)
 from ..inputs.bind import dispatches_like_a_tensor
 
-__all__ = ["StateInputs", "SubclassState", "collect_state"]
+__all__ = ["StateInputs", "SubclassState", "collect_state", "real_writes_undone"]
 
 
 @attrs.frozen
@@ -134,3 +143,38 @@ def collect_state(root: torch.nn.Module) -> StateInputs:
                 if name in non_persistent:
                     non_persistent.update(subclass.leaves)
     return StateInputs(parameters, buffers, tuple(subclasses), frozenset(non_persistent))
+
+
+@contextlib.contextmanager
+def real_writes_undone(fake_mode: FakeTensorMode) -> Iterator[None]:
+    """Within the block, a write the trace makes to a real tensor is undone when the block
+    ends, also on an error.
+
+    Parameters, buffers and inputs are fakes while tracing, but a plain tensor the model
+    holds (``self.foo = torch.zeros(2)``, not registered) or reaches (a global) is real.
+    An in-place op on it whose other arguments are numbers or real tensors
+    (``self.foo.add_(5)``) is run for real by the fake mode's constant propagation, on the
+    user's tensor: torch.export leaves the model changed that way, and the program's
+    constant, which is the same tensor, one call ahead of eager.  Each such tensor is copied
+    before its first write reaches the fake mode and written back afterwards, so the model
+    is as it was and the program starts where eager starts.  Writes with a fake argument
+    go to a fake copy and change nothing real."""
+    saved: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    mutable: dict[Any, bool] = {}
+
+    def guarded(dispatch, func, types, args, kwargs):
+        writes = mutable.get(func)
+        if writes is None:
+            writes = mutable[func] = bool(getattr(func, "_schema", None) is not None and func._schema.is_mutable)
+        if writes:
+            for t in tensors_written(func, args, kwargs or {}):
+                if type(t) is not FakeTensor and not is_traceable_wrapper_subclass(t) and id(t) not in saved:
+                    saved[id(t)] = (t, real_clone(t))
+        return dispatch(func, types, args, kwargs)
+
+    try:
+        with fake_dispatch_through(fake_mode, guarded):
+            yield
+    finally:
+        for t, before in saved.values():
+            real_copy_into(t, before)

@@ -60,7 +60,7 @@ from .preserve import module_preserved
 from .recorder import CannotRecord, record, traced_graph, traced_node
 from .signature import constant_attribute_fqns, input_specs, output_specs
 from .stacks import on_roomy_stack
-from .state_inputs import StateInputs, collect_state
+from .state_inputs import StateInputs, collect_state, real_writes_undone
 from .symbolic_memo import SymbolicMemo
 from .symbols import FakeInputs, fake_inputs, new_fake_mode
 
@@ -507,13 +507,30 @@ def _trace_once(
     memo = contextlib.nullcontext()
     if plan is not None and not draft:
         memo = fake_dispatch_through(fake_mode, SymbolicMemo(fake_mode, kernels="training" if training else "inference"))
-    with fake_mode, memo, tracing(TracingContext(fake_mode)):
+    with real_writes_undone(fake_mode), fake_mode, memo, tracing(TracingContext(fake_mode)):
         if recorder_hook is not None:
             gm = on_roomy_stack(functools.partial(record, training=training), traced, root, fakes.inputs, recorder_hook, fake_mode.shape_env)
         else:
             with direct_pre_dispatch(is_make_fx_mode) if training else contextlib.nullcontext():
                 gm = on_roomy_stack(functools.partial(record_module_calls, pre_dispatch=training), traced, holder, {}, fakes.inputs)
     return _Traced(gm, fake_mode, fakes, recorded, root_relative=recorder_hook is not None)
+
+
+def _refuse_subclass_state_in_training_ir(root: torch.nn.Module, state_inputs: StateInputs) -> None:
+    """torch.export's training IR keeps a tensor-subclass parameter or buffer as one input of
+    that subclass (its inner tensors read through ``export.access_subclass_inner_tensor``);
+    exporter traces such state as its plain inner tensors, which is what the default IR
+    holds and not what the training IR does."""
+    state = dict(root.named_parameters(remove_duplicate=False)) | dict(root.named_buffers(remove_duplicate=False))
+    named = ", ".join(f"{sub.name!r} ({type(state[sub.name]).__qualname__})" for sub in state_inputs.subclasses)
+    raise TraceError(
+        f"ir='training' keeps tensor-subclass parameters and buffers as subclass inputs, which exporter "
+        f"does not trace: {named}",
+        category=Category.UNSUPPORTED_TENSOR_SUBCLASS,
+        hint="export with ir='inference' (the default), which traces them as their inner tensors as "
+        "torch.export's run_decompositions does; or use torch.export.export for a training IR with "
+        "subclass inputs",
+    )
 
 
 def _recorded_or_none(
@@ -574,6 +591,8 @@ def trace(
     asserts in the program rather than guards (see ``new_fake_mode``).
     """
     state_inputs = collect_state(root)
+    if training and state_inputs.subclasses:
+        _refuse_subclass_state_in_training_ir(root, state_inputs)
     parameters, buffers = list(state_inputs.parameters), list(state_inputs.buffers)
     labels = [
         *(f"parameter '{n}'" for n in parameters),

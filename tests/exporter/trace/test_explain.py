@@ -126,3 +126,35 @@ def test_an_integer_taken_in_the_users_own_code_is_control_flow():
 
     error = GuardOnDataDependentSymNode(sympy.Symbol("u0", integer=True), "Could not extract specialized integer")
     assert explain(_raised_here(error)).category is Category.DATA_DEPENDENT_CONTROL_FLOW
+
+
+class HoldsTwoTensor(torch.nn.Module):
+    def __init__(self):
+        from torch.testing._internal.two_tensor import TwoTensor
+
+        super().__init__()
+        self.pair = torch.nn.Parameter(TwoTensor(torch.ones(2), torch.ones(2)))
+
+    def forward(self, x):
+        return x + self.pair
+
+
+def test_eager_failure_runs_a_model_with_tensor_subclass_state():
+    """A wrapper subclass has no storage of its own: putting its state back compares its
+    inner tensors' memory (it used to ask the wrapper for a data pointer and fail)."""
+    model = HoldsTwoTensor()
+    inner = model.pair.a.data_ptr()
+    assert eager_failure(model, (torch.randn(2),), {}) == (True, None)
+    assert model.pair.a.data_ptr() == inner and torch.equal(model.pair.a, torch.ones(2))
+
+
+def test_the_training_ir_refuses_subclass_state_naming_it_and_the_ir_that_takes_it():
+    with pytest.raises(TraceError, match=r"ir='training' .*'pair' \(TwoTensor\)") as info:
+        exporter.export(HoldsTwoTensor(), (torch.randn(2),), ir="training")
+    assert info.value.category is Category.UNSUPPORTED_TENSOR_SUBCLASS
+    assert "ir='inference'" in info.value.hint
+    program = exporter.export(HoldsTwoTensor(), (torch.randn(2),))  # the default IR takes it
+    assert [s.target for s in program.graph_signature.input_specs][:2] == [
+        "parametrizations.pair.original0",
+        "parametrizations.pair.original1",
+    ]
