@@ -58,6 +58,7 @@ def lift_constants(state: ExportState) -> bool:
     counter = 0
     inserter = _PlaceholderInserter(state)
 
+    dropped = _drop_unused_fresh_constants(state)
     reads = [(n, _tensor_attribute(gm, n.target)) for n in gm.graph.nodes if n.op == "get_attr"]
     for node, value in reads:
         if value is None:
@@ -67,8 +68,14 @@ def lift_constants(state: ExportState) -> bool:
                 "a tensor computed in forward() escaped the trace (a tensor subclass built in "
                 "forward, such as TwoTensor(a, b), whose operations the tracer cannot see)",
                 category=Category.UNSUPPORTED_TENSOR_SUBCLASS,
-                hint="compute with plain tensors in forward(), or export with torch.export, which "
-                "desugars tensor subclasses",
+                hint=(
+                    "the default IR (ir='inference') traces through tensor subclasses; for the training "
+                    "IR compute with plain tensors in forward(), or use torch.export.export, which keeps "
+                    "the subclass"
+                    if state.training
+                    else "compute with plain tensors in forward(), or export with torch.export, which "
+                    "desugars tensor subclasses"
+                ),
             )
         placeholder = by_tensor.get(id(value))
         if placeholder is None:
@@ -97,7 +104,7 @@ def lift_constants(state: ExportState) -> bool:
     copies = False if state.training else _fresh_copies_as_clones(state)
 
     if not lifted:
-        return copies
+        return copies or dropped
     first_user = _first_user_input_index(state)
     new_specs = [
         InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(p.name), target=target)
@@ -110,6 +117,40 @@ def lift_constants(state: ExportState) -> bool:
         # its memory), else ep.module() would try to restore it as a parameter.
         state.constants[target] = value.detach() if isinstance(value, torch.nn.Parameter) else value
     return True
+
+
+_LIFTS = (torch.ops.aten.lift_fresh.default, torch.ops.aten.lift_fresh_copy.default)
+_DETACHES = (torch.ops.aten.detach.default, torch.ops.aten.detach_.default)
+
+
+def _drop_unused_fresh_constants(state: ExportState) -> bool:
+    """A tensor made in forward and never used (``unused = torch.tensor(3)``) leaves a read of
+    the constant, its ``lift_fresh_copy`` and (from ``torch.tensor``) an in-place
+    ``detach_``, which dead-code removal keeps as a write.  torch.export drops such a chain
+    before lifting, and with it the constant input; so does this pass.  A chain whose last
+    node has users, or whose read or copy has several, is kept."""
+    graph = state.gm.graph
+    dropped = []
+    for read in [n for n in graph.nodes if n.op == "get_attr"]:
+        if len(read.users) != 1:
+            continue
+        lift = next(iter(read.users))
+        if lift.op != "call_function" or lift.target not in _LIFTS or len(lift.users) > 1:
+            continue
+        chain = [lift, read]
+        if lift.users:
+            detach = next(iter(lift.users))
+            if detach.op != "call_function" or detach.target not in _DETACHES or detach.users:
+                continue
+            chain.insert(0, detach)
+        for node in chain:
+            graph.erase_node(node)
+        dropped.append(read.target)
+    still_read = {n.target for n in graph.nodes if n.op == "get_attr"}
+    for target in dropped:
+        if target not in still_read:
+            _delete_attribute(state.gm, target)
+    return bool(dropped)
 
 
 def _fresh_copies_as_clones(state: ExportState) -> bool:

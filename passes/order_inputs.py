@@ -44,6 +44,9 @@ class _ModuleTree:
         return order
 
 
+_CONSTANT_KINDS = (InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ)
+
+
 def order_inputs(state: ExportState) -> bool:
     """Inputs are: effect tokens, parameters, then buffers and constants, then user inputs.
 
@@ -52,23 +55,32 @@ def order_inputs(state: ExportState) -> bool:
     tensor was registered), so a module's buffers and constant attributes sit together,
     exactly as in ``torch.export.export(...).run_decompositions({})``.  User inputs keep
     forward()'s order.  Placeholders are moved to match.
+
+    The training IR orders them as ``torch.export.export`` leaves them before any
+    re-trace: parameters, then buffers (each in that walk), then the constants in the
+    order the trace first read them (as lifted), then user inputs; with no user input at
+    all the constants come first, ahead of the parameters.
     """
     specs = state.input_specs
     tree = _ModuleTree()
     registration = [
         *(i for i, s in enumerate(specs) if s.kind == InputKind.PARAMETER),
         *(i for i, s in enumerate(specs) if s.kind == InputKind.BUFFER),
-        *(i for i, s in enumerate(specs) if s.kind in (InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ)),
+        *(i for i, s in enumerate(specs) if s.kind in _CONSTANT_KINDS),
     ]
     for i in registration:
         tree.register(specs[i].target, i)
 
-    order = [
-        *(i for i, s in enumerate(specs) if s.kind == InputKind.TOKEN),
-        *tree.depth_first(lambda i: specs[i].kind == InputKind.PARAMETER),
-        *tree.depth_first(lambda i: specs[i].kind != InputKind.PARAMETER),
-        *(i for i, s in enumerate(specs) if s.kind == InputKind.USER_INPUT),
-    ]
+    users = [i for i, s in enumerate(specs) if s.kind == InputKind.USER_INPUT]
+    tokens = [i for i, s in enumerate(specs) if s.kind == InputKind.TOKEN]
+    parameters = tree.depth_first(lambda i: specs[i].kind == InputKind.PARAMETER)
+    if state.training:
+        buffers = tree.depth_first(lambda i: specs[i].kind == InputKind.BUFFER)
+        constants = [i for i, s in enumerate(specs) if s.kind in _CONSTANT_KINDS]
+        state_order = [*parameters, *buffers, *constants] if users else [*constants, *parameters, *buffers]
+    else:
+        state_order = [*parameters, *tree.depth_first(lambda i: specs[i].kind != InputKind.PARAMETER)]
+    order = [*tokens, *state_order, *users]
     if order == list(range(len(specs))):
         return False
 

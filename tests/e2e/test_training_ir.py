@@ -148,6 +148,48 @@ class _Regions(nn.Module):
         return self.drop(h) + frozen, low, high, x.view(-1)
 
 
+class _Holds(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("b2", torch.ones(3))
+        self.c2 = torch.full((3,), 2.0)  # a plain tensor attribute: a constant input
+        self.w = nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        return x * self.c2 + self.b2 + self.w
+
+
+class ConstantsAmongState(nn.Module):
+    """Constants on the root and on two children, buffers on all three, one unused tensor
+    made in forward: the training IR orders state inputs otherwise than the default IR."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.full((3,), 3.0)
+        self.sub = _Holds()
+        self.register_buffer("b1", torch.ones(3))
+        self.sub2 = _Holds()
+
+    def forward(self, x=None):
+        unused = torch.tensor(3)  # noqa: F841 - torch.export drops it, constant and all
+        h = self.sub2(self.sub(x if x is not None else self.b1)) + self.c1
+        return h + self.b1
+
+
+@pytest.mark.parametrize("args", [(torch.randn(3),), ()], ids=["user input", "no user input"])
+def test_state_inputs_are_ordered_as_the_training_oracle_orders_them(args):
+    """Parameters, buffers, then constants as first read, then user inputs; with no user
+    input the constants come first.  (The default IR interleaves a module's constants with
+    its buffers, as run_decompositions does.)"""
+    ours = exporter.export(ConstantsAmongState(), args, ir="training")
+    oracle = torch.export.export(ConstantsAmongState(), args)
+    assert ours.graph_signature == oracle.graph_signature
+    assert [n.name for n in ours.graph.nodes if n.op == "placeholder"] == [
+        n.name for n in oracle.graph.nodes if n.op == "placeholder"
+    ]
+    torch.testing.assert_close(ours.module()(*args), ConstantsAmongState()(*args))
+
+
 def test_regions_writes_and_composites_are_kept_as_torch_export_keeps_them():
     torch.manual_seed(0)
     model = _Regions().train()
