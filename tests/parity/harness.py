@@ -10,6 +10,9 @@ with both tools and says how they compare:
   must equal the oracle's;
 * torch.export fails: exporter must fail with an ``ExportError`` or give a program that
   matches eager.
+
+``evaluate(case, ir="training")`` holds exporter's training IR to ``torch.export.export``
+itself (no ``run_decompositions``) by the same rules.
 """
 
 from __future__ import annotations
@@ -109,12 +112,13 @@ def _clone(value: Any) -> Any:
     return pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone().requires_grad_(t.requires_grad), value)
 
 
-def _oracle(model, args, kwargs, dynamic_shapes) -> ExportedProgram:
-    return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False).run_decompositions({})
+def _oracle(model, args, kwargs, dynamic_shapes, ir: str = "inference") -> ExportedProgram:
+    program = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, strict=False)
+    return program.run_decompositions({}) if ir == "inference" else program
 
 
-def _ours(model, args, kwargs, dynamic_shapes) -> ExportedProgram:
-    return exporter.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
+def _ours(model, args, kwargs, dynamic_shapes, ir: str = "inference") -> ExportedProgram:
+    return exporter.export(model, args, kwargs, dynamic_shapes=dynamic_shapes, ir=ir)
 
 
 @dataclasses.dataclass
@@ -132,11 +136,11 @@ class Outcome:
         return f"{type(self.error).__name__}: {str(self.error).strip().splitlines()[0] if str(self.error).strip() else ''}"[:300]
 
 
-def _run(export_fn, parity_case: ParityCase) -> Outcome:
+def _run(export_fn, parity_case: ParityCase, ir: str) -> Outcome:
     model, (args, kwargs) = _fresh(parity_case)
     spec = parity_case.dynamic_shapes() if parity_case.dynamic_shapes else None
     try:
-        return Outcome(export_fn(model, _clone(args), _clone(kwargs), spec))
+        return Outcome(export_fn(model, _clone(args), _clone(kwargs), spec, ir))
     except Exception as e:  # noqa: BLE001 - the outcome is the answer
         return Outcome(error=e)
 
@@ -246,9 +250,10 @@ class Result:
         return "ours only" if self.ours.ok else "both fail"
 
 
-def evaluate(parity_case: ParityCase) -> Result:
-    """Export with both tools and compare (see module doc)."""
-    oracle, ours = _run(_oracle, parity_case), _run(_ours, parity_case)
+def evaluate(parity_case: ParityCase, ir: str = "inference") -> Result:
+    """Export with both tools and compare (see module doc).  ``ir="training"``: exporter's
+    training IR against ``torch.export.export`` itself, without ``run_decompositions``."""
+    oracle, ours = _run(_oracle, parity_case, ir), _run(_ours, parity_case, ir)
     problems: list[str] = []
     if ours.ok:
         problems += [f"exporter's program: {p}" for p in matches_eager(parity_case, ours.program)]
