@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -143,7 +143,9 @@ def compare_with_eager(
     in train mode updates its buffers), and the model's parameters and buffers are put
     back afterwards.
     """
-    return compare_runner_with_eager(model, program.module(), inputs, rtol=rtol, atol=atol)
+    return compare_runner_with_eager(
+        model, program.module(), inputs, rtol=rtol, atol=atol, shared=program.constants.values()
+    )
 
 
 def compare_runner_with_eager(
@@ -153,11 +155,14 @@ def compare_runner_with_eager(
     *,
     rtol: float = 1e-4,
     atol: float = 1e-5,
+    shared: Iterable[Any] = (),
 ) -> list[Comparison]:
     """``compare_with_eager`` for anything called like the model: the program's module, an
-    AOTInductor package, an ONNX Runtime session wrapped to take and return pytrees."""
+    AOTInductor package, an ONNX Runtime session wrapped to take and return pytrees.
+    ``shared``: more tensors both sides may write to (the program's constants, which are
+    the model's own plain tensors), put back between runs as the state is."""
     results = []
-    with state_values_restored(model) as restore:
+    with state_values_restored(model, shared) as restore:
         for label, args, kwargs in inputs:
             try:
                 with torch.no_grad():

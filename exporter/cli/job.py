@@ -230,7 +230,8 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
                 if runs:
                     stage("comparing the AOTInductor package with eager")
                     artifact.verification = compare_runner_with_eager(
-                        model, load_aoti(staged), runs, rtol=settings.rtol, atol=settings.atol
+                        model, load_aoti(staged), runs, rtol=settings.rtol, atol=settings.atol,
+                        shared=program.constants.values(),
                     )
                     timer.lap("aoti.verify")
                     require_match(artifact.verification, rtol=settings.rtol, atol=settings.atol, what="AOTInductor package")
@@ -243,7 +244,8 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
                 if runs:
                     stage("comparing the ONNX model with eager in onnxruntime")
                     artifact.verification = compare_runner_with_eager(
-                        model, load_onnx(staged, program), runs, rtol=settings.rtol, atol=settings.atol
+                        model, load_onnx(staged, program), runs, rtol=settings.rtol, atol=settings.atol,
+                        shared=program.constants.values(),
                     )
                     timer.lap("onnx.verify")
                     require_match(artifact.verification, rtol=settings.rtol, atol=settings.atol, what="ONNX model")

@@ -12,7 +12,7 @@ the export succeeded or failed.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
@@ -75,15 +75,18 @@ def module_preserved(root: torch.nn.Module) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def state_values_restored(root: torch.nn.Module) -> Iterator[Callable[[], None]]:
-    """Copy every parameter and buffer; yield a function that puts the copies back, and
-    call it on exit.
+def state_values_restored(root: torch.nn.Module, also: Iterable[torch.Tensor] = ()) -> Iterator[Callable[[], None]]:
+    """Copy every parameter and buffer, and the tensors ``also`` lists; yield a function that
+    puts the copies back, and call it on exit.
 
     For running the real model (or a program sharing its tensors) without leaving a trace:
-    a train-mode BatchNorm updates its statistics, forward may assign ``weight.data``.
-    The copy doubles the model's memory while the block runs.
+    a train-mode BatchNorm updates its statistics, forward may assign ``weight.data``, or
+    write in place to a plain tensor it holds (which a program shares as a constant: pass
+    ``program.constants.values()`` as ``also``).  The copy doubles the model's memory while
+    the block runs.
     """
-    tensors = list({id(t): t for t in (*root.parameters(), *root.buffers())}.values())
+    also = [t for t in also if isinstance(t, torch.Tensor)]
+    tensors = list({id(t): t for t in (*root.parameters(), *root.buffers(), *also)}.values())
     saved = [(t, t.data, t.detach().clone()) for t in tensors]
 
     def restore() -> None:

@@ -527,9 +527,9 @@ def _refuse_subclass_state_in_training_ir(root: torch.nn.Module, state_inputs: S
         f"ir='training' keeps tensor-subclass parameters and buffers as subclass inputs, which exporter "
         f"does not trace: {named}",
         category=Category.UNSUPPORTED_TENSOR_SUBCLASS,
-        hint="export with ir='inference' (the default), which traces them as their inner tensors as "
-        "torch.export's run_decompositions does; or use torch.export.export for a training IR with "
-        "subclass inputs",
+        hint="export with ir='inference' (the default; --ir inference on the command line), which "
+        "traces them as their inner tensors as torch.export's run_decompositions does; or use "
+        "torch.export.export for a training IR with subclass inputs",
     )
 
 

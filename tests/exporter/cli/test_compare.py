@@ -18,6 +18,28 @@ class Counting(torch.nn.Module):
         return {"sum": x.sum() + self.count, "double": x * 2}
 
 
+class CountsInAPlainTensor(torch.nn.Module):
+    """Counts calls in a tensor attribute that is not a buffer: the training IR keeps the
+    write, on a constant that is the model's own tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = torch.zeros(())
+
+    def forward(self, x):
+        self.count.add_(1)
+        return x + self.count
+
+
+def test_a_constant_the_program_shares_with_the_model_is_put_back_between_runs():
+    model = CountsInAPlainTensor()
+    program = exporter.export(model, (torch.ones(3),), ir="training")
+    assert program.constants["count"] is model.count
+    runs = [("example", (torch.ones(3),), {}), ("fresh", (torch.randn(3),), {})]
+    assert [c.ok for c in compare_with_eager(model, program, runs)] == [True, True]
+    assert model.count.item() == 0
+
+
 class Noisy(torch.nn.Module):
     def forward(self, x):
         return x + torch.rand_like(x) * 1e-3
