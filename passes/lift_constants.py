@@ -44,7 +44,9 @@ def lift_constants(state: ExportState) -> bool:
 
     Tensor attributes of the user's modules that are neither parameters nor buffers are
     named after their FQN (``self.sub.scale`` lifts to target ``sub.scale``); tensors
-    created in forward (``torch.tensor([...])``) are named ``lifted_tensor_N``.  A tensor
+    created in forward (``torch.tensor([...])``) are named ``lifted_tensor_N`` under the
+    module whose forward made them (``sub.lifted_tensor_0``), N counting every such tensor
+    of the program, as torch.export names them.  A tensor
     reached under several names or read by several get_attr nodes becomes one input; a
     constant that shares memory with a parameter or buffer is an error (the program would
     hold an independent copy of that state).  A constant made in forward is read through
@@ -89,9 +91,10 @@ def lift_constants(state: ExportState) -> bool:
                         target,
                     )
             else:
-                while f"lifted_tensor_{counter}" in taken:
+                owner = _module_path(node)
+                while (target := f"{owner}.lifted_tensor_{counter}" if owner else f"lifted_tensor_{counter}") in taken:
                     counter += 1
-                target = f"lifted_tensor_{counter}"
+                counter += 1
             _check_not_aliasing_state(state, value, target, node)
             taken.add(target)
             placeholder = inserter.add("c_" + target.replace(".", "_"), value)
@@ -199,6 +202,13 @@ def _check_not_aliasing_state(state: ExportState, value: torch.Tensor, target: s
             location=_first_use(read),
             hint=f"register {target!r} as a buffer, or compute it from {owner!r} inside forward()",
         )
+
+
+def _module_path(read: torch.fx.Node) -> str:
+    """The path of the innermost module whose forward made the constant ``read`` reads ("" for
+    the root), from its module stack."""
+    stack = read.meta.get("nn_module_stack") or {}
+    return next(reversed(stack.values()))[0] if stack else ""
 
 
 def _first_use(read: torch.fx.Node) -> str | None:

@@ -47,6 +47,16 @@ class _ModuleTree:
 _CONSTANT_KINDS = (InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ)
 
 
+def _in_module_order(specs: list, kind: InputKind, named) -> list[int]:
+    """The indices of the ``kind`` inputs, in the order ``named`` (the module's
+    ``named_parameters``/``named_buffers``) lists their targets."""
+    rank: dict[str, int] = {}
+    for name, _ in named:
+        rank.setdefault(name, len(rank))
+    indices = [i for i, s in enumerate(specs) if s.kind == kind]
+    return sorted(indices, key=lambda i: rank.get(specs[i].target, len(rank)))
+
+
 def order_inputs(state: ExportState) -> bool:
     """Inputs are: effect tokens, parameters, then buffers and constants, then user inputs.
 
@@ -57,9 +67,10 @@ def order_inputs(state: ExportState) -> bool:
     forward()'s order.  Placeholders are moved to match.
 
     The training IR orders them as ``torch.export.export`` leaves them before any
-    re-trace: parameters, then buffers (each in that walk), then the constants in the
-    order the trace first read them (as lifted), then user inputs; with no user input at
-    all the constants come first, ahead of the parameters.
+    re-trace: parameters, then buffers, each as the module lists them
+    (``named_parameters()``: a module's own, then its children's in registration order),
+    then the constants in the order the trace first read them (as lifted), then user
+    inputs; with no user input at all the constants come first, ahead of the parameters.
     """
     specs = state.input_specs
     tree = _ModuleTree()
@@ -75,7 +86,8 @@ def order_inputs(state: ExportState) -> bool:
     tokens = [i for i, s in enumerate(specs) if s.kind == InputKind.TOKEN]
     parameters = tree.depth_first(lambda i: specs[i].kind == InputKind.PARAMETER)
     if state.training:
-        buffers = tree.depth_first(lambda i: specs[i].kind == InputKind.BUFFER)
+        parameters = _in_module_order(specs, InputKind.PARAMETER, state.root.named_parameters(remove_duplicate=False))
+        buffers = _in_module_order(specs, InputKind.BUFFER, state.root.named_buffers(remove_duplicate=False))
         constants = [i for i, s in enumerate(specs) if s.kind in _CONSTANT_KINDS]
         state_order = [*parameters, *buffers, *constants] if users else [*constants, *parameters, *buffers]
     else:

@@ -156,15 +156,26 @@ class _Holds(nn.Module):
         self.w = nn.Parameter(torch.ones(3))
 
     def forward(self, x):
-        return x * self.c2 + self.b2 + self.w
+        return x * self.c2 + self.b2 + self.w * torch.tensor(0.5)  # a tensor made here
+
+
+class _OnlyBuffers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("inv_freq", torch.full((3,), 0.25), persistent=False)
+
+    def forward(self, x):
+        return x * self.inv_freq
 
 
 class ConstantsAmongState(nn.Module):
-    """Constants on the root and on two children, buffers on all three, one unused tensor
-    made in forward: the training IR orders state inputs otherwise than the default IR."""
+    """Constants on the root and on two children, buffers on all of them (one child has
+    nothing else, and comes first), tensors made in forward at several depths, one of them
+    unused: the IRs order and name state inputs each in their own way."""
 
     def __init__(self):
         super().__init__()
+        self.pos = _OnlyBuffers()
         self.c1 = torch.full((3,), 3.0)
         self.sub = _Holds()
         self.register_buffer("b1", torch.ones(3))
@@ -172,17 +183,23 @@ class ConstantsAmongState(nn.Module):
 
     def forward(self, x=None):
         unused = torch.tensor(3)  # noqa: F841 - torch.export drops it, constant and all
-        h = self.sub2(self.sub(x if x is not None else self.b1)) + self.c1
-        return h + self.b1
+        h = self.sub2(self.sub(self.pos(x if x is not None else self.b1))) + self.c1
+        return h + self.b1 * torch.tensor(2.0)
 
 
+@pytest.mark.parametrize("ir", ["training", "inference"])
 @pytest.mark.parametrize("args", [(torch.randn(3),), ()], ids=["user input", "no user input"])
-def test_state_inputs_are_ordered_as_the_training_oracle_orders_them(args):
-    """Parameters, buffers, then constants as first read, then user inputs; with no user
-    input the constants come first.  (The default IR interleaves a module's constants with
-    its buffers, as run_decompositions does.)"""
-    ours = exporter.export(ConstantsAmongState(), args, ir="training")
+def test_state_inputs_are_ordered_and_named_as_the_oracle_has_them(args, ir):
+    """Training IR: parameters, buffers (as the module lists them), then constants as first
+    read, then user inputs; with no user input the constants come first.  The default IR
+    keeps a module's buffers and constants together, as run_decompositions does.  In both,
+    a tensor made in a submodule's forward is named under that submodule
+    (``sub.lifted_tensor_0``)."""
+    ours = exporter.export(ConstantsAmongState(), args, ir=ir)
     oracle = torch.export.export(ConstantsAmongState(), args)
+    if ir == "inference":
+        oracle = oracle.run_decompositions({})
+    assert "sub.lifted_tensor_0" in ours.constants
     assert ours.graph_signature == oracle.graph_signature
     assert [n.name for n in ours.graph.nodes if n.op == "placeholder"] == [
         n.name for n in oracle.graph.nodes if n.op == "placeholder"
