@@ -6,6 +6,7 @@ Run from the repository root:
     python benchmarks/zoo.py --only llama,bert,whisper --jobs 2
     nice python benchmarks/zoo.py --json /tmp/zoo/full.json --markdown /tmp/zoo/full.md
     python benchmarks/zoo.py --only gpt2 --exporter-kwargs '{"draft": true}' --tool exporter
+    python benchmarks/zoo.py --classes first --exporter-kwargs '{"ir": "training"}'
 
 For every model type in transformers' ``CONFIG_MAPPING`` (or ``--only``), the zoo builds
 a tiny randomly initialised model (``zoo_models.py``: shrunken default config, no
@@ -15,7 +16,10 @@ exports it with ``exporter.export`` and with the oracle
 exporter returns), runs each program and compares every output tensor with the eager
 one (rtol 1e-4, atol 1e-4). A tool's outcome is ``ok`` only when its program runs and
 matches eager; otherwise ``fails`` (the export raised), ``run fails``, ``mismatch``,
-``timeout`` or ``crash``.
+``timeout`` or ``crash``.  Where both are ok, their graph signatures are compared entry by
+entry (kind, name, target, persistence): ``signatures differ`` counts the models where
+they do not.  With ``"ir": "training"`` in ``--exporter-kwargs`` the oracle is
+``torch.export.export`` alone (the training IR, no ``run_decompositions``).
 
 Each model type runs in its own forked subprocess (its head and base model share it, so
 the modeling module is imported once); each step (a build, or one tool's export and
@@ -100,6 +104,8 @@ class ToolResult:
     location: str | None = None
     hint: str | None = None
     max_abs_diff: float | None = None
+    signature: list[list[Any]] | None = None
+    """The program's inputs then outputs: kind, argument name, target, persistence."""
 
     @property
     def ok(self) -> bool:
@@ -147,6 +153,19 @@ class Row:
         return "both fail"
 
     @property
+    def signature_difference(self) -> str | None:
+        """The first entry where the two programs' signatures differ, when both are ok."""
+        mine, theirs = self.results.get("exporter"), self.results.get("torch")
+        if not (mine and theirs and mine.ok and theirs.ok and mine.signature is not None and theirs.signature is not None):
+            return None
+        if mine.signature == theirs.signature:
+            return None
+        for i, (a, b) in enumerate(zip(mine.signature, theirs.signature)):
+            if a != b:
+                return f"entry {i}: exporter {a}, torch.export {b}"
+        return f"exporter has {len(mine.signature)} entries, torch.export {len(theirs.signature)}"
+
+    @property
     def ratio(self) -> float | None:
         """torch.export seconds / exporter seconds, when both exported and ran correctly."""
         mine, theirs = self.results.get("exporter"), self.results.get("torch")
@@ -156,7 +175,7 @@ class Row:
 
     def to_json(self) -> dict[str, Any]:
         data = attrs.asdict(self, recurse=True)
-        data.update(verdict=self.verdict, ratio=self.ratio)
+        data.update(verdict=self.verdict, ratio=self.ratio, signature_difference=self.signature_difference)
         return data
 
 
@@ -219,7 +238,20 @@ def _export_with_torch(model, kwargs, extra) -> tuple[torch.export.ExportedProgr
     start = time.perf_counter()
     program = torch.export.export(model, (), kwargs, strict=False)
     export_seconds = time.perf_counter() - start
+    if extra.get("ir") == "training":  # exporter's training IR: torch.export's own program
+        return program, export_seconds
     return program.run_decompositions({}), export_seconds
+
+
+def signature_rows(program: torch.export.ExportedProgram) -> list[list[Any]]:
+    """Every input then output of the program's signature: kind, argument name, target,
+    persistence (JSON-friendly)."""
+    sig = program.graph_signature
+    return [
+        [spec.kind.name, getattr(spec.arg, "name", repr(getattr(spec.arg, "value", None))), spec.target,
+         getattr(spec, "persistent", None)]
+        for spec in (*sig.input_specs, *sig.output_specs)
+    ]
 
 
 EXPORTERS: dict[str, Callable[..., tuple[torch.export.ExportedProgram, float | None]]] = {
@@ -230,7 +262,7 @@ EXPORTERS: dict[str, Callable[..., tuple[torch.export.ExportedProgram, float | N
 
 def run_tool(tool: str, built: zoo_models.Built, exporter_kwargs: dict[str, Any]) -> ToolResult:
     """Export with one tool, run the program and compare it with the eager output."""
-    extra = exporter_kwargs if tool == "exporter" else {}
+    extra = exporter_kwargs if tool == "exporter" else {"ir": exporter_kwargs.get("ir", "inference")}
     gc.collect()
     start = time.perf_counter()
     try:
@@ -248,7 +280,7 @@ def run_tool(tool: str, built: zoo_models.Built, exporter_kwargs: dict[str, Any]
     difference, worst = compare(built.output, actual)
     if difference is not None:
         return ToolResult("mismatch", seconds, export_seconds, error=difference, max_abs_diff=worst)
-    return ToolResult("ok", seconds, export_seconds, max_abs_diff=worst)
+    return ToolResult("ok", seconds, export_seconds, max_abs_diff=worst, signature=signature_rows(program))
 
 
 def _describe_input(value: Any) -> str:
@@ -458,6 +490,7 @@ def summarize(rows: list[Row]) -> dict[str, Any]:
         "model_types": len({row.model_type for row in rows}),
         "counts": {verdict: counts[verdict] for verdict in (*VERDICTS, *sorted(set(counts) - set(VERDICTS)))
                    if counts[verdict] or verdict in VERDICTS},
+        "signatures_differ": sorted(row.model_type for row in rows if row.signature_difference),
         "ratio_geomean": math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None,
         "not_built_reasons": dict(reasons.most_common()),
     }
@@ -488,6 +521,8 @@ def _headers(settings: Settings) -> list[str]:
 def progress_line(row: Row, done: int, total: int) -> str:
     """The one line printed as each model finishes."""
     parts = [f"[{done}/{total}] {row.model_type} {row.class_name or ''}: {row.verdict}"]
+    if row.signature_difference:
+        parts.append(f"signatures differ: {row.signature_difference}")
     if not row.built:
         parts.append(row.reason or "")
     for tool, result in row.results.items():
@@ -513,6 +548,8 @@ def print_report(rows: list[Row], settings: Settings, summary: dict[str, Any]) -
 def summary_lines(summary: dict[str, Any]) -> list[str]:
     lines = [f"{summary['rows']} models across {summary['model_types']} model types"]
     lines += [f"  {verdict}: {count}" for verdict, count in summary["counts"].items()]
+    differ = summary.get("signatures_differ", [])
+    lines.append(f"  signatures differ (both ok): {len(differ)}" + (f" ({', '.join(differ)})" if differ else ""))
     if summary["ratio_geomean"]:
         lines.append(f"  torch.export / exporter time, geometric mean where both ok: {summary['ratio_geomean']:.2f}")
     if summary["not_built_reasons"]:

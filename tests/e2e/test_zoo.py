@@ -51,6 +51,23 @@ def test_fast_models_export_with_both_tools_and_match_eager(zoo):
         assert exporter.ok or not torch_export.ok, describe(zoo, [row])
         assert "mismatch" not in (exporter.outcome, torch_export.outcome), describe(zoo, [row])
     assert all(row.verdict == "both ok" for row in rows), describe(zoo, rows)
+    assert [row.model_type for row in rows if row.signature_difference] == [], describe(zoo, rows)
+
+
+def test_the_training_ir_is_held_to_torch_exports_own_program(zoo):
+    """With ir="training" the oracle is torch.export.export alone; the signatures compare
+    entry by entry (names included) and the summary lists the models where they differ."""
+    built = zoo.zoo_models.build("deberta", "DebertaForMaskedLM")
+    mine = zoo.run_tool("exporter", built, {"ir": "training"})
+    theirs = zoo.run_tool("torch", built, {"ir": "training"})
+    assert mine.ok and theirs.ok
+    assert theirs.signature == mine.signature  # tensors made in a submodule's forward, named under it
+    assert any(row[2] == "deberta.encoder.layer.0.attention.self.lifted_tensor_0" for row in mine.signature)
+    row = zoo.Row("deberta", "DebertaForMaskedLM", built=True, results={"exporter": mine, "torch": theirs})
+    assert row.signature_difference is None
+    mine.signature = [*mine.signature[:-1], ["USER_OUTPUT", "renamed", None, None]]
+    assert "exporter ['USER_OUTPUT', 'renamed'" in row.signature_difference
+    assert zoo.summarize([row])["signatures_differ"] == ["deberta"]
 
 
 def test_a_program_that_differs_from_eager_is_a_mismatch(zoo):
