@@ -46,8 +46,8 @@ def lift_constants(state: ExportState) -> bool:
     named after their FQN (``self.sub.scale`` lifts to target ``sub.scale``); tensors
     created in forward (``torch.tensor([...])``) are named ``lifted_tensor_N`` under the
     module whose forward made them (``sub.lifted_tensor_0``), N counting every such tensor
-    of the program, as torch.export names them.  A tensor
-    reached under several names or read by several get_attr nodes becomes one input; a
+    of the program, as torch.export names them.  A tensor reached under several names or
+    read by several get_attr nodes becomes one input; a
     constant that shares memory with a parameter or buffer is an error (the program would
     hold an independent copy of that state).  A constant made in forward is read through
     ``aten.clone``, as torch.export's IR reads it.
