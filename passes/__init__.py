@@ -36,10 +36,10 @@ __all__ = [
 DEFAULT_PASSES = (
     remove_state_copies,
     insert_runtime_asserts,
-    eliminate_dead_code,
     functionalize_constant_writes,
-    pin_variable_layouts,
     lift_constants,
+    eliminate_dead_code,
+    pin_variable_layouts,
     restore_fqns,
     order_inputs,
     name_placeholders,

@@ -62,10 +62,38 @@ def test_verify_each_pass_catches_a_pass_that_breaks_the_ir(monkeypatch):
 
 def test_default_pipeline_order_is_visible():
     assert [p.__name__ for p in DEFAULT_PASSES] == [
-        "remove_state_copies", "insert_runtime_asserts", "eliminate_dead_code", "functionalize_constant_writes",
-        "pin_variable_layouts", "lift_constants", "restore_fqns",
+        "remove_state_copies", "insert_runtime_asserts", "functionalize_constant_writes", "lift_constants",
+        "eliminate_dead_code", "pin_variable_layouts", "restore_fqns",
         "order_inputs", "name_placeholders", "normalize_module_stack",
     ]
+
+
+class _Scratch(torch.nn.Module):
+    def forward(self, x):
+        scratch = torch.tensor([1.0, 2.0])
+        scratch.add_(1)  # a write nothing reads: dead once functional
+        return x * torch.tensor(0.5)
+
+
+class WritesAScratchTensor(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = _Scratch()
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+def test_constants_are_lifted_before_dead_code_goes_as_torch_export_lifts_them():
+    """torch.export lifts constants in its training IR, then run_decompositions drops the
+    dead ops but keeps their inputs: a constant made in forward whose every use is dead
+    still numbers the ones after it (``inner.lifted_tensor_1``), and stays an input."""
+    x = torch.randn(2, 3)
+    program = exporter.export(WritesAScratchTensor(), (x,))
+    oracle = torch.export.export(WritesAScratchTensor(), (x,)).run_decompositions({})
+    assert program.graph_signature == oracle.graph_signature
+    assert [s.target for s in program.graph_signature.input_specs] == ["inner.lifted_tensor_0", "inner.lifted_tensor_1", None]
+    torch.testing.assert_close(program.module()(x), WritesAScratchTensor()(x))
 
 
 def test_program_is_a_genuine_exported_program_that_round_trips(tmp_path):
