@@ -73,25 +73,26 @@ def order_inputs(state: ExportState) -> bool:
     inputs; with no user input at all the constants come first, ahead of the parameters.
     """
     specs = state.input_specs
-    tree = _ModuleTree()
-    registration = [
-        *(i for i, s in enumerate(specs) if s.kind == InputKind.PARAMETER),
-        *(i for i, s in enumerate(specs) if s.kind == InputKind.BUFFER),
-        *(i for i, s in enumerate(specs) if s.kind in _CONSTANT_KINDS),
-    ]
-    for i in registration:
-        tree.register(specs[i].target, i)
-
     users = [i for i, s in enumerate(specs) if s.kind == InputKind.USER_INPUT]
     tokens = [i for i, s in enumerate(specs) if s.kind == InputKind.TOKEN]
+    constants = [i for i, s in enumerate(specs) if s.kind in _CONSTANT_KINDS]
     if state.training:
         parameters = _in_module_order(specs, InputKind.PARAMETER, state.root.named_parameters(remove_duplicate=False))
         buffers = _in_module_order(specs, InputKind.BUFFER, state.root.named_buffers(remove_duplicate=False))
-        constants = [i for i, s in enumerate(specs) if s.kind in _CONSTANT_KINDS]
         state_order = [*parameters, *buffers, *constants] if users else [*constants, *parameters, *buffers]
     else:
-        parameters = tree.depth_first(lambda i: specs[i].kind == InputKind.PARAMETER)
-        state_order = [*parameters, *tree.depth_first(lambda i: specs[i].kind != InputKind.PARAMETER)]
+        tree = _ModuleTree()
+        registration = [
+            *(i for i, s in enumerate(specs) if s.kind == InputKind.PARAMETER),
+            *(i for i, s in enumerate(specs) if s.kind == InputKind.BUFFER),
+            *constants,
+        ]
+        for i in registration:
+            tree.register(specs[i].target, i)
+        state_order = [
+            *tree.depth_first(lambda i: specs[i].kind == InputKind.PARAMETER),
+            *tree.depth_first(lambda i: specs[i].kind != InputKind.PARAMETER),
+        ]
     order = [*tokens, *state_order, *users]
     if order == list(range(len(specs))):
         return False
