@@ -737,14 +737,13 @@ def direct_pre_dispatch(accepts: Callable[[object], bool]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def fast_recording(call_module: ModuleCall, on_hop: Callable[[str], None], pre_dispatch_mode: object = None) -> Iterator[None]:
+def fast_recording(call_module: ModuleCall, on_hop: Callable[[str], None]) -> Iterator[None]:
     """Within the block, in the tracing thread, what make_fx's ``Tracer.trace`` changes for
     its trace, for the recorder that stands in for it: every ``nn.Module.__call__`` goes
     through ``call_module`` (which keeps the module stack), ``on_hop(name)`` sees each
     higher-order op before it runs or has its body compiled (it may raise), torch.fx's "fx
     tracing" flag is set and the autocast cache is off (each autocast cast is recorded
-    where it happens).  With ``pre_dispatch_mode`` (the training recorder), calls at the
-    pre-dispatch key go straight to it while it is alone there (``direct_pre_dispatch``)."""
+    where it happens)."""
     module_call = torch.nn.Module.__call__
     hop_call = HigherOrderOperator.__call__
     hop_utils = hop_compile_module()
@@ -767,10 +766,8 @@ def fast_recording(call_module: ModuleCall, on_hop: Callable[[str], None], pre_d
     torch.nn.Module.__call__ = _in_tracing_thread(recorded_call, module_call)
     HigherOrderOperator.__call__ = _in_tracing_thread(reported_hop, hop_call)
     hop_utils._hop_compile_and_call = _in_tracing_thread(reported_compile, compile_and_call)
-    direct = direct_pre_dispatch(lambda mode: mode is pre_dispatch_mode) if pre_dispatch_mode is not None else contextlib.nullcontext()
     try:
-        with direct:
-            yield
+        yield
     finally:
         hop_utils._hop_compile_and_call = compile_and_call
         HigherOrderOperator.__call__ = hop_call

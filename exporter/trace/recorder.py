@@ -68,7 +68,7 @@ from .._torch_internals import (
     traced_graph as make_fx_graph,
     traced_node as make_fx_node,
 )
-from .patches import NodeHook, fast_recording
+from .patches import NodeHook, direct_pre_dispatch, fast_recording
 from .stacks import user_stack_trace
 from .symbolic_memo import forget_shared, memoizable
 
@@ -589,8 +589,9 @@ def record(
         recorder.placeholder(i, value)
     with contextlib.ExitStack() as modes:
         modes.enter_context(_active(recorder))
-        modes.enter_context(fast_recording(recorder.call_module, recorder.on_hop, recorder if training else None))
+        modes.enter_context(fast_recording(recorder.call_module, recorder.on_hop))
         if training:
+            modes.enter_context(direct_pre_dispatch(lambda mode: mode is recorder))
             # as make_fx enters them: per-key modes need the Python dispatcher
             modes.enter_context(enable_python_dispatcher())
             modes.enter_context(_GradRegions(recorder))
