@@ -102,6 +102,8 @@ __all__ = [
     "ValueRanges",
     "autograd_visible",
     "below_autograd",
+    "AUTOCAST_DEVICES",
+    "autocast_keys_excluded",
     "call_at_key",
     "clear_dispatch_cache",
     "compiler_flags",
@@ -280,6 +282,35 @@ def composite_registrations() -> tuple[str, ...]:
 
 def has_composite_kernel(op: OpOverload) -> bool:
     return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), COMPOSITE_KEY)
+
+
+def _autocast_keys() -> tuple[tuple[Any, str], ...]:
+    keys = []
+    for name in dir(torch._C.DispatchKey):
+        if name.startswith("Autocast"):
+            device = name.removeprefix("Autocast").lower()
+            device = torch._C._get_privateuse1_backend_name() if device == "privateuse1" else device
+            try:
+                torch.is_autocast_enabled(device)
+            except RuntimeError:  # a device type autocast does not know
+                continue
+            keys.append((getattr(torch._C.DispatchKey, name), device))
+    return tuple(keys)
+
+
+_AUTOCAST_KEYS = _autocast_keys()
+
+
+def autocast_keys_excluded() -> list[str]:
+    """The device types whose autocast dispatch key is excluded just now.  That is the case
+    while a device's autocast is off, and, while it is on, inside its kernels (for the
+    casts of an op's inputs and the op they call): ``torch.is_autocast_enabled`` reads
+    False in both, so telling them apart takes knowing whether the model turned it on."""
+    excluded = torch._C._dispatch_tls_local_exclude_set()
+    return [device for key, device in _AUTOCAST_KEYS if excluded.has(key)]
+
+
+AUTOCAST_DEVICES = tuple(device for _, device in _AUTOCAST_KEYS)
 
 
 @contextlib.contextmanager

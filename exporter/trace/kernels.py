@@ -129,13 +129,47 @@ def _not_expanded(original, active: Active):
     return kernel
 
 
+class _KeptWhole(torch.autograd.Function):
+    """A kept-whole composite run below autograd whose results still carry autograd history.
+
+    In eager mode and in torch.export's trace, ``h = linear(x)`` with a weight that requires
+    grad gives an ``h`` that requires grad, is no leaf and has a ``grad_fn``; a model may
+    branch on that, or register a hook on ``h`` or write to it in place.  Its one job is to
+    make the results look so: the backward refuses, because an exported program holds no
+    backward graph (the training IR, ``ir="training"``, is the one to differentiate)."""
+
+    @staticmethod
+    def forward(ctx, op, spec, *flat):
+        args, kwargs = pytree.tree_unflatten(list(flat), spec)
+        with below_autograd():
+            out = op(*args, **kwargs)
+        return tuple(out) if isinstance(out, list) else out
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(
+            "exporter traced this value for an inference program and kept no backward for it; "
+            "export with ir='training' to differentiate through the model"
+        )
+
+
 def _redispatched_below_autograd(op: OpOverload, original, active: Active):
-    # The exported graph is inference-only, so no autograd node is attached: this keeps
-    # the trace free of the detach chains an error-on-backward node would add.  Elsewhere
-    # the op expands at the autograd key, as it does without this kernel.
+    # Below autograd, so the trace records the composite as one node and none of the
+    # detach chains autograd's own expansion would add.  When grad mode is on and an input
+    # requires grad, the results are given autograd history anyway (``_KeptWhole``), so the
+    # model sees ``requires_grad``/``grad_fn``/``is_leaf`` as in eager mode and in
+    # torch.export's trace.  Elsewhere the op expands at the autograd key, as it does
+    # without this kernel.
+    returns_list = any(isinstance(r.type, torch.ListType) for r in op._schema.returns)
+
     def kernel(*args, **kwargs):
         if not active():
             return original(*args, **kwargs)
+        if torch.is_grad_enabled():
+            flat, spec = pytree.tree_flatten((args, kwargs))
+            if any(isinstance(t, torch.Tensor) and t.requires_grad for t in flat):
+                out = _KeptWhole.apply(op, spec, *flat)
+                return list(out) if returns_list else out
         with below_autograd():
             return op(*args, **kwargs)
 
@@ -258,18 +292,20 @@ CONVERSIONS = (
 _NUMBER_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
 
 
-def checked_conversion(op: OpOverload, active: Active):
+def checked_conversion(op: OpOverload, active: Active, autocast_casting: Active = lambda: False):
     """A kernel for conversion ``op`` that first records ``aten._assert_tensor_metadata``
     while ``active()``, and is the op's own composite kernel otherwise.
 
     torch.export guards every conversion with that check, whichever way it is spelled
     (``x.to(...)``, ``x.float()``, ``x.type(torch.float32)``): a no-op conversion leaves
     no other trace in the graph, and the check keeps the program honest about the input
-    dtype it assumed.
+    dtype it assumed.  Only the model's own conversions are checked: the casts an autocast
+    region makes of an op's inputs (``autocast_casting()`` true) happen below torch.export's
+    trace, unchecked.
     """
 
     def kernel(tensor, *args, **kwargs):
-        if not active():
+        if not active() or autocast_casting():
             return op.decompose(tensor, *args, **kwargs)
         if not isinstance(tensor, torch.Tensor):
             # A Python number reaches here where the dispatcher would wrap it (a batching

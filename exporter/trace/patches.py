@@ -20,7 +20,8 @@ functional composites kept whole       torch.export's ``_override_composite_impl
 for the training IR)                   any kernel runs)
 ``aten.to`` checked, and               torch.export's ``_assert_tensor_metadata`` nodes;
 ``FunctionalTensor.to`` unchecked      ``FunctionalTensor.to`` emits them for some spellings
-(not for the training IR)              only, so ours emits them for all
+(not for the training IR);             only, so ours emits them for all; the casts an
+``torch.set_autocast_enabled`` noted   autocast kernel makes happen below its trace
 stack traces recorded cheaply          ``_ModuleStackTracer.create_node``, and on our
 (``create_node``)                      tracer ``torch.fx.config.do_not_emit_stack_traces``
 other threads' module calls kept off   (none: torch.export's tracer records them too)
@@ -161,11 +162,13 @@ from collections.abc import Callable, Iterator
 import torch
 
 from .._torch_internals import (
+    AUTOCAST_DEVICES,
     MAKE_FX_TENSOR_METADATA,
     PRE_DISPATCH,
     FunctionalTensor,
     HigherOrderOperator,
     OpOverload,
+    autocast_keys_excluded,
     clear_dispatch_cache,
     compare_tensor_meta,
     compiler_flags,
@@ -533,14 +536,27 @@ def _to_unchecked(self, *args, **kwargs):
 def _conversions_checked() -> Iterator[None]:
     saved = {op: dict(op.py_kernels) for op in CONVERSIONS}
     saved_to = FunctionalTensor.to
+    # Which devices' autocast the model has on, as it set it: inside an autocast kernel
+    # torch reads it as off, and that kernel's casts are not the model's conversions.
+    autocast_on = {device: torch.is_autocast_enabled(device) for device in AUTOCAST_DEVICES}
+    set_autocast = torch.set_autocast_enabled
+
+    def autocast_set(*args, **kwargs):
+        set_autocast(*args, **kwargs)
+        autocast_on.update((device, torch.is_autocast_enabled(device)) for device in AUTOCAST_DEVICES)
+
+    def autocast_casting() -> bool:
+        return any(autocast_on[device] for device in autocast_keys_excluded())
+
     try:
         for op in CONVERSIONS:
-            kernel = checked_conversion(op, _tracing_here)
+            kernel = checked_conversion(op, _tracing_here, autocast_casting)
             for key in AUTOGRAD_KEYS:
                 op.py_kernels[key] = kernel
             clear_dispatch_cache(op)
         FunctionalTensor.to = _in_tracing_thread(_to_unchecked, saved_to)
-        yield
+        with _replaced(torch, "set_autocast_enabled", _in_tracing_thread(autocast_set, set_autocast)):
+            yield
     finally:
         FunctionalTensor.to = saved_to
         for op, kernels in saved.items():

@@ -1,5 +1,7 @@
 """Functional composite ops are recorded whole with their real kernels' outputs; conversions are checked."""
 
+import collections
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -179,3 +181,84 @@ def test_kept_whole_composites_expand_autograd_visible_and_return_no_history():
     for size in (2, 5, 9):  # 5: the size the guard used to exclude
         y = torch.randn(3, 3, size, 5)
         torch.testing.assert_close(ep.module()(y), model(y))
+
+
+class AsksAutograd(torch.nn.Module):
+    """Reads the autograd state of values computed by kept-whole composites (linear,
+    attention) and acts on it, as models do for hooks and gradient-only paths."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.frozen = torch.nn.Linear(4, 4).requires_grad_(False)
+
+    def forward(self, x):
+        h = self.lin(x)
+        a = F.scaled_dot_product_attention(h[None], h[None], h[None])[0]
+        cold = self.frozen(x)
+        if h.requires_grad and h.grad_fn is not None and not a.is_leaf:
+            h.register_hook(lambda grad: grad)  # refused on a value that requires no grad
+            h = h * 10
+        if cold.requires_grad:
+            cold = cold - 100
+        h.add_(1)  # refused on a leaf that requires grad
+        return h + a + cold, h.requires_grad, cold.requires_grad, a.grad_fn is None
+
+
+@pytest.mark.parametrize("ir", ["inference", "training"])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("grad", [True, False], ids=["grad", "no_grad"])
+def test_values_of_kept_whole_composites_carry_autograd_state_as_in_eager(ir, dynamic, grad):
+    """Below autograd a kept-whole composite's result had no history, so the model saw
+    ``requires_grad`` False, ``grad_fn`` None and a leaf where eager and torch.export show
+    the opposite, and traced the other branch (silently wrong numbers)."""
+    model, x = AsksAutograd(), torch.randn(3, 4)
+    shapes = {"x": {0: torch.export.Dim("n", min=2)}} if dynamic else None
+    with torch.set_grad_enabled(grad):
+        expected = model(x)
+        ep = exporter.export(model, (x,), dynamic_shapes=shapes, ir=ir)
+        oracle = torch.export.export(model, (x,), dynamic_shapes=shapes, strict=False)
+    assert expected[1:] == (grad, False, not grad)
+    got = ep.module()(x)
+    assert got[1:] == oracle.module()(x)[1:] == expected[1:]
+    torch.testing.assert_close(got[0], expected[0])
+    if dynamic:
+        y = torch.randn(5, 4)
+        with torch.set_grad_enabled(grad):
+            torch.testing.assert_close(ep.module()(y)[0], model(y)[0])
+    ops = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert torch.ops.aten.linear.default in ops and torch.ops.aten.addmm.default not in ops
+
+
+class Autocasts(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = self.lin(x)  # autocast casts x, weight and bias: no check of its own
+            z = y.to(torch.float32)  # the model's conversion, inside the region: checked
+            with torch.autocast("cpu", enabled=False):
+                w = self.lin(z.double().float())  # converted by the model: checked
+        return y.float(), z, w
+
+
+def _op_counts(ep):
+    return collections.Counter(n.target for n in ep.graph.nodes if n.op == "call_function")
+
+
+def test_autocast_casts_are_unchecked_and_the_models_own_conversions_checked():
+    """The conversion check is torch.export's for each conversion the model makes; an
+    autocast kernel's casts of its op's inputs sit below torch.export's trace and were
+    each given a check of their own."""
+    model, x = Autocasts(), torch.randn(4, 8)
+    set_autocast = torch.set_autocast_enabled
+    ep = exporter.export(model, (x,))
+    oracle = torch.export.export(model, (x,), strict=False)
+    assert _op_counts(ep) == _op_counts(oracle.run_decompositions({}))
+    assert _op_counts(ep) == _op_counts(exporter.export(model, (x,), ir="training").run_decompositions({}))
+    assert _op_counts(ep)[torch.ops.aten._assert_tensor_metadata.default] == 4
+    torch.testing.assert_close(ep.module()(x), model(x))
+    assert not torch.is_autocast_enabled("cpu")
+    assert torch.set_autocast_enabled is set_autocast  # put back after the trace
