@@ -458,6 +458,27 @@ def _keep_requires_grad(placeholder: torch.fx.Node, fake: torch.Tensor) -> None:
         val.requires_grad_(fake.requires_grad)
 
 
+def _one_update_per_node(gm: torch.fx.GraphModule, updates: int) -> list[Any]:
+    """The graph's outputs, each input update its own node.
+
+    Two inputs that are one tensor (passed twice, or registered under two names) get the
+    same new value when forward writes to it; torch.export's signature names each update
+    by its node, so the second one reads the value through an ``alias`` of its own."""
+    output = gm.graph.output_node()
+    outputs = list(output.args[0])
+    seen: set[torch.fx.Node] = set()
+    for i, value in enumerate(outputs[:updates]):
+        if isinstance(value, torch.fx.Node) and value in seen:
+            with gm.graph.inserting_before(output):
+                alias = gm.graph.call_function(torch.ops.aten.alias.default, (value,))
+            alias.meta = {**value.meta, "val": value.meta.get("val")}
+            outputs[i] = alias
+        seen.add(value)
+    if outputs != list(output.args[0]):
+        output.args = (tuple(outputs),)
+    return outputs
+
+
 def _write_back_buffers(gm: torch.fx.GraphModule, placeholders: list[torch.fx.Node], writes: dict[int, torch.fx.Node]) -> None:
     """``copy_(buffer, value)`` before the output for each buffer forward() assigned."""
     output = gm.graph.output_node()
@@ -652,7 +673,7 @@ def trace(
         if node.op == "call_function":
             node.meta.setdefault("val", None)
 
-    outputs = list(gm.graph.output_node().args[0])
+    outputs = _one_update_per_node(gm, len(recorded.mutated))
     state = ExportState(
         root=root,
         gm=gm,
