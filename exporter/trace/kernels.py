@@ -202,6 +202,14 @@ _UNBACKED_PRECHECKS = {torch.ops.aten.scaled_dot_product_attention.default: _att
 those comparisons as runtime checks when a size is data-dependent."""
 
 
+_EXPANDING: list[OpOverload] = []
+"""The kept-whole composites whose expansion is running (in the one tracing thread)."""
+
+
+def _without_history(t: torch.Tensor) -> torch.Tensor:
+    return t.detach() if t.requires_grad and not t.is_leaf else t
+
+
 def _fake_rule(op: OpOverload, original, active: Active):
     precheck = _UNBACKED_PRECHECKS.get(op)
 
@@ -209,10 +217,20 @@ def _fake_rule(op: OpOverload, original, active: Active):
         # Autograd-visible, as the composite expands when torch.export traces it: its parts
         # then see the weights requiring grad.  matmul's decomposition reads strides only
         # when they do not (``should_fold``), which on a dynamic size records a guard the
-        # user never asked for (tests/fuzz/findings/002).  The results are detached: below
-        # autograd a value carries no autograd history.
-        with autograd_visible():
-            out = original(*args, **kwargs)
+        # user never asked for (tests/fuzz/findings/002).  Values computed in forward are
+        # seen without their history, as torch.export's values are when it lowers the
+        # program (under no_grad): the kernel a composite picks can depend on it
+        # (scaled_dot_product_attention's math kernel, and its layout, when its inputs
+        # require grad).  The results are detached: below autograd a value carries no
+        # autograd history.
+        if not _EXPANDING:  # (a composite inside another's expansion sees its parts as they are)
+            args, kwargs = pytree.tree_map_only(torch.Tensor, _without_history, (args, kwargs))
+        _EXPANDING.append(op)
+        try:
+            with autograd_visible():
+                out = original(*args, **kwargs)
+        finally:
+            _EXPANDING.pop()
         return pytree.tree_map_only(torch.Tensor, lambda t: t.detach() if t.requires_grad else t, out)
 
     def compute(*args, **kwargs):
