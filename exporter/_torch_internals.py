@@ -194,6 +194,7 @@ __all__ = [
     "use_lazy_graph_module",
     # -- graph node names (speed work, issue 10)
     "rename_node",
+    "take_name",
     # -- AOTInductor packages (command line --aoti, issue 11)
     "aoti_compile_package",
     "aoti_load_package",
@@ -999,6 +1000,15 @@ def solver_may_specialize(solver: Any) -> bool:
 
 
 # -- graph node names (speed work, issue 10) ------------------------------------------------
+
+
+def take_name(node: torch.fx.Node, name: str) -> None:
+    """Name ``node`` exactly ``name``, which a node since erased from its graph held (FX
+    never hands a name out twice, so the erased node's is released first)."""
+    if any(other.name == name for other in node.graph.nodes if other is not node):
+        raise ValueError(f"{name!r} is still held by a node of the graph")
+    node.graph._graph_namespace._used_names.discard(name)
+    node._rename(name)
 
 
 def rename_node(node: torch.fx.Node, candidate: str) -> None:

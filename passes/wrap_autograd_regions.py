@@ -25,7 +25,7 @@ import torch
 from exporter._errors import Category, TraceError
 from exporter._ir import node_location
 from exporter._state import ExportState
-from exporter._torch_internals import ENTER_AUTOCAST, EXIT_AUTOCAST, SET_GRAD_ENABLED
+from exporter._torch_internals import ENTER_AUTOCAST, EXIT_AUTOCAST, SET_GRAD_ENABLED, take_name
 
 __all__ = ["wrap_autograd_regions"]
 
@@ -132,7 +132,7 @@ def _wrap(gm: torch.fx.GraphModule, region: _Region, name: str, rename: _Rename)
                 if _calls(used, ENTER_AUTOCAST):
                     raise _straddling(used)
                 inputs.append(used)
-    outputs = [node for node in region.nodes if any(user not in inside for user in node.users)]
+    outputs = _outputs_by_first_use(graph, region.nodes, inside)
 
     body_graph = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
@@ -153,14 +153,46 @@ def _wrap(gm: torch.fx.GraphModule, region: _Region, name: str, rename: _Rename)
         call = graph.call_function(region.hop, (*region.hop_args, attr, *inputs))
         call.meta["nn_module_stack"] = dict(stack)
         call.meta["val"] = tuple(node.meta.get("val") for node in outputs)
+        items = []
         for i, node in enumerate(outputs):
             item = graph.call_function(operator.getitem, (call, i))
             item.meta = dict(node.meta)
             node.replace_all_uses_with(item, delete_user_cb=lambda user: user not in inside)
-            rename(node, item)
+            items.append(item)
+    names = [node.name for node in outputs]
     for node in reversed(region.nodes):
         graph.erase_node(node)
+    # torch.export's names: each getitem is named as the value it reads; a region with one
+    # output gives its name to the call instead (its getitem keeps an FX name).
+    if len(items) == 1:
+        take_name(call, names[0])
+    else:
+        for item, name in zip(items, names):
+            take_name(item, name)
+    for node, item in zip(outputs, items):
+        rename(node, item)
     return body
+
+
+def _outputs_by_first_use(graph: torch.fx.Graph, nodes: list[torch.fx.Node], inside: set[torch.fx.Node]) -> list[torch.fx.Node]:
+    """The region's values used after it, in the order of their first use there (each
+    node's arguments in order), as torch.export's split of the graph orders them."""
+    outputs: dict[torch.fx.Node, None] = {}
+    wanted = {node for node in nodes if any(user not in inside for user in node.users)}
+    for node in graph.nodes:
+        if node in inside or not wanted:
+            continue
+        for used in (*_arg_nodes(node.args), *_arg_nodes(node.kwargs)):
+            if used in wanted:
+                outputs[used] = None
+                wanted.discard(used)
+    return list(outputs)
+
+
+def _arg_nodes(args) -> list[torch.fx.Node]:
+    found: list[torch.fx.Node] = []
+    torch.fx.map_arg(args, found.append)
+    return found
 
 
 def _free_name(gm: torch.fx.GraphModule) -> str:

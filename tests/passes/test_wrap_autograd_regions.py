@@ -106,3 +106,45 @@ def test_an_autocast_block_straddling_a_grad_change_is_a_clear_error():
     with pytest.raises(exporter.TraceError, match="overlap without nesting") as info:
         exporter.export(Straddling(), (torch.randn(2, 2),), ir="training")
     assert "nest them" in info.value.hint
+
+
+class RegionValuesReturned(torch.nn.Module):
+    """Region results returned as they are, in an order other than they were made."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            a = self.lin(x)
+            with torch.autocast("cpu", enabled=False):
+                b = self.lin(x.float())
+            c = torch.matmul(a, b.t())
+        with torch.no_grad():
+            d = x * 2
+            e = d + 1
+        with torch.no_grad():
+            f = x - 1
+        return a.float(), b, c, e, d, f
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_region_results_are_ordered_and_named_as_torch_export_has_them(dynamic):
+    """torch.export orders a region's results by their first use after it and names each
+    getitem as the value it reads (a one-result region names its call instead); exporter
+    had them in the order made, as getitem_N, so the signature's output names differed."""
+    model, x = RegionValuesReturned(), torch.randn(3, 4)
+    shapes = {"x": {0: torch.export.Dim("n", min=2)}} if dynamic else None
+    ep = exporter.export(model, (x,), dynamic_shapes=shapes, ir="training")
+    oracle = torch.export.export(model, (x,), dynamic_shapes=shapes, strict=False)
+    assert ep.graph_signature.input_specs == oracle.graph_signature.input_specs
+    mine, theirs = ([s.arg.name for s in p.graph_signature.output_specs] for p in (ep, oracle))
+    # ``d + 1`` and ``d`` come out of their region as add, mul (first use), matmul and
+    # linear_1 out of the autocast one; the one-result region's getitem has an FX name,
+    # numbered by torch's graph splits (getitem_8) and by ours (getitem_2)
+    assert mine[:5] == theirs[:5] == ["to_1", "linear_1", "matmul", "add", "mul"]
+    assert mine[5].startswith("getitem") and theirs[5].startswith("getitem")
+    getitems = [[n.name for n in p.graph.nodes if n.target is operator.getitem] for p in (ep, oracle)]
+    assert getitems[0][:-1] == getitems[1][:-1] == ["to", "linear", "linear_1", "matmul", "add", "mul"]
+    torch.testing.assert_close(ep.module()(x), oracle.module()(x))
