@@ -7,6 +7,7 @@ Run from the repository root:
     nice python benchmarks/zoo.py --json /tmp/zoo/full.json --markdown /tmp/zoo/full.md
     python benchmarks/zoo.py --only gpt2 --exporter-kwargs '{"draft": true}' --tool exporter
     python benchmarks/zoo.py --classes first --exporter-kwargs '{"ir": "training"}'
+    python benchmarks/zoo.py --classes first --dynamic --jobs 2  # batch and sequence Dim.AUTO
 
 For every model type in transformers' ``CONFIG_MAPPING`` (or ``--only``), the zoo builds
 a tiny randomly initialised model (``zoo_models.py``: shrunken default config, no
@@ -20,6 +21,14 @@ matches eager; otherwise ``fails`` (the export raised), ``run fails``, ``mismatc
 entry (kind, name, target, persistence): ``signatures differ`` counts the models where
 they do not.  With ``"ir": "training"`` in ``--exporter-kwargs`` the oracle is
 ``torch.export.export`` alone (the training IR, no ``run_decompositions``).
+
+With ``--dynamic``, both tools get the same ``dynamic_shapes``: ``Dim.AUTO`` for every
+input's batch dimension (dim 0 of the example's batch size) and sequence dimension (dim 1
+of the example's sequence length), so each tool keeps dynamic what the model allows.  The
+signature comparison then also covers which input dimensions each program kept dynamic
+and their ranges, and each program is run a second time on fresh inputs, every dimension
+it kept dynamic grown (batch 2 to 3, sequence 8 to 11), against eager on those inputs:
+``fresh mismatch`` or ``fresh run fails`` when it does not hold there.
 
 Each model type runs in its own forked subprocess (its head and base model share it, so
 the modeling module is imported once); each step (a build, or one tool's export and
@@ -82,6 +91,8 @@ class Settings:
     """``head+base``: the most servable head and the base model; ``first``: the head only."""
     exporter_kwargs: dict[str, Any] = attrs.Factory(dict)
     """Extra keyword arguments for ``exporter.export`` (``draft=True`` and the like)."""
+    dynamic: bool = False
+    """Batch and sequence dimensions ``Dim.AUTO`` for both tools (``dynamic_inputs``)."""
     log_dir: Path | None = None
     """Where each model's stdout/stderr go; None discards them."""
     warm_up: bool = True
@@ -93,7 +104,7 @@ class ToolResult:
     """One tool on one model: the outcome and, where it got that far, the export time."""
 
     outcome: str
-    """ok | fails | run fails | mismatch | timeout | crash"""
+    """ok | fails | run fails | mismatch | fresh run fails | fresh mismatch | timeout | crash"""
     seconds: float | None = None
     export_seconds: float | None = None
     """torch.export only: ``torch.export.export`` alone, before ``run_decompositions``."""
@@ -230,13 +241,13 @@ def compare(expected: Any, actual: Any) -> tuple[str | None, float]:
     return None, worst
 
 
-def _export_with_exporter(model, kwargs, extra) -> tuple[torch.export.ExportedProgram, None]:
-    return exporter.export(model, (), kwargs, **extra), None
+def _export_with_exporter(model, kwargs, extra, dynamic_shapes=None) -> tuple[torch.export.ExportedProgram, None]:
+    return exporter.export(model, (), kwargs, dynamic_shapes=dynamic_shapes, **extra), None
 
 
-def _export_with_torch(model, kwargs, extra) -> tuple[torch.export.ExportedProgram, float]:
+def _export_with_torch(model, kwargs, extra, dynamic_shapes=None) -> tuple[torch.export.ExportedProgram, float]:
     start = time.perf_counter()
-    program = torch.export.export(model, (), kwargs, strict=False)
+    program = torch.export.export(model, (), kwargs, dynamic_shapes=dynamic_shapes, strict=False)
     export_seconds = time.perf_counter() - start
     if extra.get("ir") == "training":  # exporter's training IR: torch.export's own program
         return program, export_seconds
@@ -245,13 +256,70 @@ def _export_with_torch(model, kwargs, extra) -> tuple[torch.export.ExportedProgr
 
 def signature_rows(program: torch.export.ExportedProgram) -> list[list[Any]]:
     """Every input then output of the program's signature: kind, argument name, target,
-    persistence (JSON-friendly)."""
+    persistence (JSON-friendly); then, for a program with symbolic sizes, each user
+    input's dynamic dimension: ``DYNAMIC``, input, dim, size expression and range."""
     sig = program.graph_signature
-    return [
+    rows = [
         [spec.kind.name, getattr(spec.arg, "name", repr(getattr(spec.arg, "value", None))), spec.target,
          getattr(spec, "persistent", None)]
         for spec in (*sig.input_specs, *sig.output_specs)
     ]
+    for name, dim, size in dynamic_dims(program):
+        expr = size.node.expr
+        bounds = program.range_constraints.get(expr)
+        rows.append(["DYNAMIC", name, dim, f"{expr} in {bounds}" if bounds is not None else str(expr)])
+    return rows
+
+
+def dynamic_dims(program: torch.export.ExportedProgram) -> list[tuple[str, int, torch.SymInt]]:
+    """(user input, dim, size) for every dimension of a user input the program kept symbolic."""
+    placeholders = {node.name: node for node in program.graph.nodes if node.op == "placeholder"}
+    found = []
+    for name in program.graph_signature.user_inputs:
+        value = placeholders[name].meta.get("val")
+        if isinstance(value, torch.Tensor):
+            found += [(name, dim, size) for dim, size in enumerate(value.shape) if isinstance(size, torch.SymInt)]
+    return found
+
+
+GROWN = {0: (zoo_models.BATCH, 3), 1: (zoo_models.SEQ, 11)}
+"""``--dynamic``: the dimension, its example size and the size fresh inputs give it."""
+
+
+def dynamic_inputs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``dynamic_shapes`` for the zoo's inputs: ``Dim.AUTO`` on every tensor's batch and
+    sequence dimension (dim 0 and 1 when they have the example's batch and length)."""
+    shapes: dict[str, Any] = {}
+    for name, value in kwargs.items():
+        if isinstance(value, torch.Tensor):
+            dims = {dim: torch.export.Dim.AUTO for dim, (size, _) in GROWN.items()
+                    if value.dim() > dim and value.shape[dim] == size}
+            shapes[name] = dims or None
+        else:
+            shapes[name] = None
+    return shapes
+
+
+def grown_inputs(kwargs: dict[str, Any], program: torch.export.ExportedProgram) -> dict[str, Any] | None:
+    """Fresh inputs: each dimension ``program`` kept dynamic grown to its ``GROWN`` size by
+    repeating its leading entries (token ids stay valid ids); None when it kept none."""
+    user_inputs = dict(zip(program.graph_signature.user_inputs, kwargs))
+    grow: dict[str, list[int]] = collections.defaultdict(list)
+    for placeholder, dim, _ in dynamic_dims(program):
+        grow[user_inputs.get(placeholder, placeholder)].append(dim)
+    if not grow:
+        return None
+    fresh = dict(kwargs)
+    for name, dims in grow.items():
+        value = kwargs[name]
+        for dim in dims:
+            size, target = GROWN.get(dim, (value.shape[dim], value.shape[dim] + 3))
+            extra = value.narrow(dim, 0, target - value.shape[dim]) if target <= 2 * value.shape[dim] else None
+            if extra is None:
+                return None
+            value = torch.cat([value, extra], dim)
+        fresh[name] = value
+    return fresh
 
 
 EXPORTERS: dict[str, Callable[..., tuple[torch.export.ExportedProgram, float | None]]] = {
@@ -260,13 +328,15 @@ EXPORTERS: dict[str, Callable[..., tuple[torch.export.ExportedProgram, float | N
 }
 
 
-def run_tool(tool: str, built: zoo_models.Built, exporter_kwargs: dict[str, Any]) -> ToolResult:
-    """Export with one tool, run the program and compare it with the eager output."""
+def run_tool(tool: str, built: zoo_models.Built, exporter_kwargs: dict[str, Any], dynamic: bool = False) -> ToolResult:
+    """Export with one tool, run the program and compare it with the eager output (with
+    ``dynamic``, also on fresh inputs of other sizes)."""
     extra = exporter_kwargs if tool == "exporter" else {"ir": exporter_kwargs.get("ir", "inference")}
+    shapes = dynamic_inputs(built.kwargs) if dynamic else None
     gc.collect()
     start = time.perf_counter()
     try:
-        program, export_seconds = EXPORTERS[tool](built.model, built.kwargs, extra)
+        program, export_seconds = EXPORTERS[tool](built.model, built.kwargs, extra, shapes)
     except Exception as e:
         return _failure("fails", e, time.perf_counter() - start)
     seconds = time.perf_counter() - start
@@ -280,6 +350,24 @@ def run_tool(tool: str, built: zoo_models.Built, exporter_kwargs: dict[str, Any]
     difference, worst = compare(built.output, actual)
     if difference is not None:
         return ToolResult("mismatch", seconds, export_seconds, error=difference, max_abs_diff=worst)
+    fresh = grown_inputs(built.kwargs, program) if dynamic else None
+    if fresh is not None:
+        try:
+            with torch.no_grad():
+                expected = built.model(**fresh)
+        except Exception:
+            expected = None  # the model itself does not take these sizes: nothing to hold the program to
+        if expected is not None:
+            try:
+                with torch.no_grad():
+                    actual = program.module()(**fresh)
+            except Exception as e:
+                result = _failure("fresh run fails", e, seconds)
+                result.export_seconds = export_seconds
+                return result
+            difference, _ = compare(expected, actual)
+            if difference is not None:
+                return ToolResult("fresh mismatch", seconds, export_seconds, error=difference)
     return ToolResult("ok", seconds, export_seconds, max_abs_diff=worst, signature=signature_rows(program))
 
 
@@ -305,7 +393,7 @@ def _child(model_type: str, tasks: list[tuple[str, str]], settings: Settings, co
         if class_name not in models:
             models[class_name] = _build(model_type, class_name, conn)
         if models[class_name] is not None:
-            result = run_tool(tool, models[class_name], settings.exporter_kwargs)
+            result = run_tool(tool, models[class_name], settings.exporter_kwargs, settings.dynamic)
             conn.send(("result", class_name, tool, attrs.asdict(result)))
     conn.send(("done",))
 
@@ -611,6 +699,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--jobs", "-j", type=int, default=1, help="models run in parallel (default 1)")
     parser.add_argument("--exporter-kwargs", type=json.loads, default={},
                         help='JSON object of extra exporter.export arguments, e.g. \'{"draft": true}\'')
+    parser.add_argument("--dynamic", action="store_true",
+                        help="batch and sequence dimensions Dim.AUTO for both tools; programs also checked on other sizes")
     parser.add_argument("--json", type=Path, help="write every row and the summary as JSON")
     parser.add_argument("--markdown", type=Path, help="write the summary and table as markdown")
     parser.add_argument("--logs", type=Path, help="keep each model's stdout/stderr in this folder")
@@ -643,6 +733,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs=max(1, args.jobs),
         classes="first" if args.fast else args.classes,
         exporter_kwargs=args.exporter_kwargs,
+        dynamic=args.dynamic,
         log_dir=args.logs,
     )
     rows = plan(types, settings.classes)
