@@ -8,7 +8,7 @@ import torch
 from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
 
 from exporter._errors import Category, TraceError
-from exporter._ir import node_location
+from exporter._ir import node_frame, node_location
 from exporter._state import ExportState
 from exporter._torch_internals import FakeTensor, is_traceable_wrapper_subclass
 
@@ -39,6 +39,27 @@ def _delete_attribute(gm: torch.fx.GraphModule, target: str) -> None:
         delattr(owner, name)
 
 
+def _untraced_tensor_error(state: ExportState, node: torch.fx.Node) -> TraceError:
+    """A fake tensor the trace did not make reached an op: it was read as a constant."""
+    user = next(iter(node.users), None)
+    frame = node_frame(user) if user is not None else None
+    where = f" (`{frame.line}`)" if frame is not None and frame.line else ""
+    return TraceError(
+        f"forward() computed with a tensor the trace did not see being made{where}: the value "
+        "of `.data` (which torch makes without an op to record), a tensor subclass built in "
+        "forward such as TwoTensor(a, b), or a tensor kept from an earlier trace",
+        category=Category.CONSTANT,
+        location=node_location(user) if user is not None else None,
+        hint=(
+            "use .detach() instead of .data; for a tensor subclass built in forward, the default IR "
+            "(ir='inference') traces through it, or use torch.export.export, which keeps the subclass"
+            if state.training
+            else "use .detach() instead of .data; compute with plain tensors in forward(), or export "
+            "with torch.export, which desugars tensor subclasses"
+        ),
+    )
+
+
 def lift_constants(state: ExportState) -> bool:
     """The top-level graph reads no tensor through get_attr: each is a CONSTANT_TENSOR input.
 
@@ -66,19 +87,7 @@ def lift_constants(state: ExportState) -> bool:
         if value is None:
             continue
         if isinstance(value, FakeTensor):
-            raise TraceError(
-                "a tensor computed in forward() escaped the trace (a tensor subclass built in "
-                "forward, such as TwoTensor(a, b), whose operations the tracer cannot see)",
-                category=Category.UNSUPPORTED_TENSOR_SUBCLASS,
-                hint=(
-                    "the default IR (ir='inference') traces through tensor subclasses; for the training "
-                    "IR compute with plain tensors in forward(), or use torch.export.export, which keeps "
-                    "the subclass"
-                    if state.training
-                    else "compute with plain tensors in forward(), or export with torch.export, which "
-                    "desugars tensor subclasses"
-                ),
-            )
+            raise _untraced_tensor_error(state, node)
         placeholder = by_tensor.get(id(value))
         if placeholder is None:
             fqns = [f for f in state.constant_fqns.get(id(value), []) if f not in taken]
