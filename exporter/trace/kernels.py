@@ -43,6 +43,7 @@ from .._torch_internals import (
     below_autograd,
     call_at_key,
     composite_registrations,
+    fake_like,
     free_unbacked_symbols,
     has_composite_kernel,
     runtime_check,
@@ -251,9 +252,20 @@ def _fake_rule(op: OpOverload, original, active: Active):
             out = compute(*args, **kwargs)
         if shape_env is not None and len(shape_env.pending_fresh_unbacked_symbols) > pending:
             _forget_internal_symbols(shape_env, pending, out)
-        return out
+        # A functional composite's one result aliases nothing the caller holds, though its
+        # expansion may end in a view of its own intermediate (einsum's permute): given
+        # as that view, the result could not carry the autograd history ``_KeptWhole``
+        # gives it and still be written in place (T5's ``scores += bias`` on an einsum).
+        # (Several results may be views of one another, as nonzero_numpy's are: kept.)
+        return _not_a_view(fake_mode, out) if isinstance(out, torch.Tensor) else out
 
     return rule
+
+
+def _not_a_view(fake_mode, t: torch.Tensor) -> torch.Tensor:
+    if not t._is_view():
+        return t
+    return fake_like(fake_mode, tuple(t.shape), t.stride(), t.dtype, t.device, t.requires_grad)
 
 
 def _forget_internal_symbols(shape_env, pending: int, out) -> None:

@@ -262,3 +262,37 @@ def test_autocast_casts_are_unchecked_and_the_models_own_conversions_checked():
     torch.testing.assert_close(ep.module()(x), model(x))
     assert not torch.is_autocast_enabled("cpu")
     assert torch.set_autocast_enabled is set_autocast  # put back after the trace
+
+
+class EinsumThenWrite(torch.nn.Module):
+    """LongT5's local attention: an einsum's scores, written in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.q = torch.nn.Linear(8, 8)
+
+    def forward(self, x, bias):
+        q = self.q(x).view(x.shape[0], x.shape[1], 2, 4)
+        scores = torch.einsum("bqhd,bkhd->bhqk", q, q)  # a permute of bmm's result
+        scores += bias
+        return scores.softmax(-1), scores.requires_grad
+
+
+@pytest.mark.parametrize("ir", ["inference", "training"])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_a_kept_whole_composites_result_is_written_in_place_in_grad_mode(ir, dynamic):
+    """einsum's expansion ends in a view of its own intermediate; given the autograd history
+    of a custom Function, that view could not be written in place ("Output 0 of _KeptWhole
+    is a view and is being modified inplace")."""
+    model, x, bias = EinsumThenWrite(), torch.randn(2, 5, 8), torch.randn(2, 5, 5)
+    shapes = ({1: torch.export.Dim("n", min=2)}, {1: torch.export.Dim("n", min=2), 2: torch.export.Dim("n", min=2)})
+    ep = exporter.export(model, (x, bias), dynamic_shapes=shapes if dynamic else None, ir=ir)
+    assert ep.module()(x, bias)[1] is True
+    torch.testing.assert_close(ep.module()(x, bias)[0], model(x, bias)[0])
+    assert _op_counts(ep) == _op_counts(
+        torch.export.export(model, (x, bias), dynamic_shapes=shapes if dynamic else None, strict=False)
+        if ir == "training" else
+        torch.export.export(model, (x, bias), dynamic_shapes=shapes if dynamic else None, strict=False).run_decompositions({}))
+    if dynamic:
+        y, b = torch.randn(2, 7, 8), torch.randn(2, 7, 7)
+        torch.testing.assert_close(ep.module()(y, b)[0], model(y, b)[0])
