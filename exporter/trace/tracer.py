@@ -471,7 +471,7 @@ def _one_update_per_node(gm: torch.fx.GraphModule, updates: int) -> list[Any]:
         if isinstance(value, torch.fx.Node) and value in seen:
             with gm.graph.inserting_before(output):
                 alias = gm.graph.call_function(torch.ops.aten.alias.default, (value,))
-            alias.meta = {**value.meta, "val": value.meta.get("val")}
+            alias.meta = dict(value.meta)
             outputs[i] = alias
         seen.add(value)
     if outputs != list(output.args[0]):
