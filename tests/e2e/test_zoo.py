@@ -17,6 +17,8 @@ import time
 import pytest
 import torch
 
+import exporter
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("transformers")
 
@@ -114,3 +116,21 @@ def test_no_model_exports_with_torch_export_only(zoo):
     rows = run(zoo, zoo.zoo_models.model_types(), jobs=2)
     only_torch = [row for row in rows if row.verdict == "only torch.export ok"]
     assert not only_torch, describe(zoo, only_torch)
+
+
+def test_dynamic_runs_give_both_tools_auto_dims_and_check_grown_inputs(zoo):
+    """``--dynamic``: batch and sequence ``Dim.AUTO`` for both tools, the kept dimensions and
+    their ranges in the compared signature, and the program held to eager on grown inputs."""
+    built = zoo.zoo_models.build("bert", "BertForSequenceClassification")
+    shapes = zoo.dynamic_inputs(built.kwargs)
+    assert shapes["input_ids"] == {0: torch.export.Dim.AUTO, 1: torch.export.Dim.AUTO}
+    mine = zoo.run_tool("exporter", built, {}, dynamic=True)
+    theirs = zoo.run_tool("torch", built, {}, dynamic=True)
+    assert mine.ok and theirs.ok, (mine.describe(), theirs.describe())
+    dynamic = [row for row in mine.signature if row[0] == "DYNAMIC"]
+    assert [(row[1], row[2]) for row in dynamic] == [("input_ids", 0), ("input_ids", 1), ("attention_mask", 0), ("attention_mask", 1)]
+    assert dynamic == [row for row in theirs.signature if row[0] == "DYNAMIC"]
+    program = exporter.export(built.model, (), built.kwargs, dynamic_shapes=shapes)
+    grown = zoo.grown_inputs(built.kwargs, program)
+    assert grown["input_ids"].shape == (3, 11) and grown["attention_mask"].shape == (3, 11)
+    assert torch.equal(grown["input_ids"][:2, :8], built.kwargs["input_ids"])
