@@ -312,12 +312,11 @@ def grown_inputs(kwargs: dict[str, Any], program: torch.export.ExportedProgram) 
     fresh = dict(kwargs)
     for name, dims in grow.items():
         value = kwargs[name]
-        for dim in dims:
-            size, target = GROWN.get(dim, (value.shape[dim], value.shape[dim] + 3))
-            extra = value.narrow(dim, 0, target - value.shape[dim]) if target <= 2 * value.shape[dim] else None
-            if extra is None:
+        for dim in dims:  # (only the GROWN dimensions are given Dim.AUTO)
+            target = GROWN[dim][1]
+            if target > 2 * value.shape[dim]:
                 return None
-            value = torch.cat([value, extra], dim)
+            value = torch.cat([value, value.narrow(dim, 0, target - value.shape[dim])], dim)
         fresh[name] = value
     return fresh
 

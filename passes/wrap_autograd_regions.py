@@ -182,17 +182,11 @@ def _outputs_by_first_use(graph: torch.fx.Graph, nodes: list[torch.fx.Node], ins
     for node in graph.nodes:
         if node in inside or not wanted:
             continue
-        for used in (*_arg_nodes(node.args), *_arg_nodes(node.kwargs)):
+        for used in node.all_input_nodes:  # (in argument order)
             if used in wanted:
                 outputs[used] = None
                 wanted.discard(used)
     return list(outputs)
-
-
-def _arg_nodes(args) -> list[torch.fx.Node]:
-    found: list[torch.fx.Node] = []
-    torch.fx.map_arg(args, found.append)
-    return found
 
 
 def _free_name(gm: torch.fx.GraphModule) -> str:
