@@ -72,7 +72,7 @@ import transformers
 from torch.utils._pytree import tree_leaves
 
 import exporter
-from exporter.trace.recorder import forget_fake_results
+from exporter.trace.fast.recorder import forget_fake_results
 
 VOCAB, HIDDEN, HEADS, SEQ, BATCH = 1000, 64, 4, 32, 2
 IMAGE, PATCH = 32, 4
@@ -484,12 +484,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--memory", action="store_true",
                         help=f"only the memory growth check: {MEMORY_EXPORTS} exports of one model, RSS")
     parser.add_argument("--share-across-traces", action="store_true",
-                        help="let dynamic traces share the symbolic memo (exporter.trace.symbolic_memo."
+                        help="let dynamic traces share the symbolic memo (exporter.trace.fast.symbolic_memo."
                              "share_across_traces(), off by default): `exporter s` is then a re-export served "
                              "what the first computed, `first s` still starts empty")
     opts = parser.parse_args(argv)
     if opts.share_across_traces:
-        from exporter.trace import symbolic_memo
+        from exporter.trace.fast import symbolic_memo
 
         symbolic_memo.share_across_traces()
     versions = {"torch": torch.__version__, "transformers": transformers.__version__, "cpu_count": os.cpu_count()}

@@ -9,7 +9,7 @@ On symbolic sizes torch's fake-tensor cache is off, so each distinct call of a t
 its fake kernel (sympy work on every size and stride); exporter's symbolic memo serves the
 repeats, but a call whose key the trace has not met yet must be computed.  Nothing else in
 the process can answer it by default: sharing results across traces is opt-in
-(``exporter.trace.symbolic_memo.share_across_traces``), because a served result may hold
+(``exporter.trace.fast.symbolic_memo.share_across_traces``), because a served result may hold
 fewer of the answers torch works out lazily, which moves node names by what the process
 exported before.
 
@@ -44,7 +44,7 @@ from bench_export import build_model, dynamic_shapes, make_inputs  # noqa: E402
 import torch  # noqa: E402
 
 import exporter  # noqa: E402
-from exporter.trace import symbolic_memo  # noqa: E402
+from exporter.trace.fast import symbolic_memo  # noqa: E402
 
 
 @contextlib.contextmanager

@@ -30,13 +30,14 @@ from bench_export import build_model, dynamic_shapes, make_inputs  # noqa: E402
 
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
+from exporter._options import ExportOptions  # noqa: E402
 from exporter._pipeline import export_timed  # noqa: E402
 
 
 def _run(model, kwargs, spec) -> dict[str, float]:
     gc.collect()
     start = time.perf_counter()
-    _, stages = export_timed(model, (), kwargs, dynamic_shapes=spec)
+    _, stages = export_timed(model, (), kwargs, ExportOptions(dynamic_shapes=spec))
     stages["total"] = time.perf_counter() - start
     return stages
 
@@ -44,7 +45,7 @@ def _run(model, kwargs, spec) -> dict[str, float]:
 def _cache_counts(model, kwargs, spec) -> str:
     FakeTensorMode.cache_hits = FakeTensorMode.cache_misses = 0
     FakeTensorMode.cache_bypasses.clear()
-    export_timed(model, (), kwargs, dynamic_shapes=spec)
+    export_timed(model, (), kwargs, ExportOptions(dynamic_shapes=spec))
     bypasses = sum(FakeTensorMode.cache_bypasses.values())
     return f"hits {FakeTensorMode.cache_hits}, misses {FakeTensorMode.cache_misses}, bypasses {bypasses}"
 
@@ -78,7 +79,7 @@ def main() -> None:
         if args.profile:
             profiler = cProfile.Profile()
             profiler.enable()
-            export_timed(model, (), kwargs, dynamic_shapes=spec)
+            export_timed(model, (), kwargs, ExportOptions(dynamic_shapes=spec))
             profiler.disable()
             profiler.dump_stats(f"{args.profile}.{name}" if len(args.models.split(",")) > 1 else args.profile)
 

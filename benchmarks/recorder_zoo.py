@@ -8,7 +8,7 @@ Run from the repository root (one job: keep the other core free for timing bench
     nice -n 10 python benchmarks/recorder_zoo.py --jobs 1 --ir training   # the training IR
 
 ``exporter.trace.trace`` records a static trace with the fast recorder
-(``exporter/trace/recorder.py``) and hands make_fx whatever the recorder refuses;
+(``exporter/trace/fast/recorder.py``) and hands make_fx whatever the recorder refuses;
 ``use_recorder=False`` traces with make_fx only. The two must record the same program,
 which ``tests/exporter/trace/test_recorder.py`` checks on the test corpora; this script
 checks it on every model of ``zoo.py``'s zoo (built as ``zoo.py`` builds them, tiny random
@@ -492,7 +492,7 @@ def environment() -> dict[str, str]:
         **zoo.environment(),
         "git_head": _git("rev-parse", "HEAD").strip(),
         "git_diff_sha1": hashlib.sha1(_git("diff", "HEAD", "--", "exporter").encode()).hexdigest(),
-        "recorder_sha1": hashlib.sha1((HERE.parent / "exporter/trace/recorder.py").read_bytes()).hexdigest(),
+        "recorder_sha1": hashlib.sha1((HERE.parent / "exporter/trace/fast/recorder.py").read_bytes()).hexdigest(),
     }
 
 

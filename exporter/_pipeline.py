@@ -13,6 +13,7 @@ from torch.export import AdditionalInputs
 
 from . import passes, verifier
 from ._assumptions import Assumption, AssumptionKind, DraftReport
+from ._options import IR_LEVELS, ExportOptions
 from ._errors import Category, ConstraintError, InputSpecError, PassError, TraceError, VerificationError
 from ._program import build_program
 from ._state import ExportState
@@ -24,13 +25,10 @@ from .trace import trace
 from .trace.call_signatures import recording_calls
 from .trace.draft import mark_checked
 from .trace.explain import eager_failure, user_location
-from .trace.patches import gc_paused, program_code_deferred
+from .trace.fast import FAST_PATHS_ENV, FastPaths
+from .trace.patches import gc_paused
 
-__all__ = ["IR_LEVELS", "export", "export_timed", "run_passes"]
-
-IR_LEVELS = ("inference", "training")
-"""What ``export(..., ir=...)`` produces: functional post-autograd ATen (torch.export's
-program after ``run_decompositions({})``), or torch.export's pre-dispatch training IR."""
+__all__ = ["export", "export_timed", "run_passes"]
 
 log = logging.getLogger(__name__)
 draft_log = logging.getLogger("exporter.draft")
@@ -97,6 +95,7 @@ def export(
     draft: bool = False,
     experts_implementation: str | None = None,
     ir: str = "inference",
+    fast_paths: bool | None = None,
 ) -> torch.export.ExportedProgram:
     """Export the module ``mod`` on example inputs to a functional ATen
     ``torch.export.ExportedProgram``.
@@ -137,6 +136,11 @@ def export(
     data-dependent loop, then check the program against the model as configured on the
     example inputs (``VerificationError`` if they differ).  The model's setting is restored.
 
+    ``fast_paths``: ``False`` traces with make_fx and torch's own fake-tensor machinery only,
+    ``True`` takes every fast path (``exporter.trace.fast``) even on a torch release where
+    they are not proven; the program is the same either way.  ``None`` (the default) follows
+    ``EXPORTER_FAST_PATHS``, else takes the fast paths proven on the running release.
+
     Raises:
         InputSpecError: ``args``/``kwargs`` do not fit ``mod.forward`` (also when the model
             fails on them when run eagerly: the inputs, not the export, are wrong).
@@ -145,10 +149,7 @@ def export(
             ``ConstraintError`` (a TraceError) when the model does not fit ``dynamic_shapes``.
         PassError, VerificationError: a bug in exporter (please report).
     """
-    return export_timed(
-        mod,
-        args,
-        kwargs,
+    options = ExportOptions(
         dynamic_shapes=dynamic_shapes,
         strict=strict,
         preserve_module_call_signature=preserve_module_call_signature,
@@ -156,7 +157,9 @@ def export(
         draft=draft,
         experts_implementation=experts_implementation,
         ir=ir,
-    )[0]
+        fast_paths=fast_paths,
+    )
+    return export_timed(mod, args, kwargs, options)[0]
 
 
 @gc_paused()  # a fresh pause per call: the whole export runs with the collector paused
@@ -164,56 +167,55 @@ def export_timed(
     mod: torch.nn.Module,
     args: tuple[Any, ...] = (),
     kwargs: dict[str, Any] | None = None,
-    *,
-    dynamic_shapes: Any = None,
-    strict: bool = False,
-    preserve_module_call_signature: tuple[str, ...] = (),
-    prefer_deferred_runtime_asserts_over_guards: bool = False,
-    draft: bool = False,
-    experts_implementation: str | None = None,
-    ir: str = "inference",
+    options: ExportOptions = ExportOptions(),
 ) -> tuple[torch.export.ExportedProgram, dict[str, float]]:
-    """``export``, also returning seconds per stage: inputs, trace, constraints, passes, program."""
-    model = mod
-    if strict:
+    """``export`` with its settings as one record, also returning seconds per stage: inputs,
+    trace, constraints, passes, program."""
+    model, o = mod, options
+    if o.strict:
         raise InputSpecError(
             "strict=True asks for torch.export's strict mode (tracing Python bytecode with Dynamo); "
             "exporter is non-strict by design",
             hint="drop strict=True (exporter.export is what torch.export.export(strict=False) does), "
             "or call torch.export.export(..., strict=True) for a strict trace",
         )
-    if ir not in IR_LEVELS:
+    if o.ir not in IR_LEVELS:
         raise InputSpecError(
-            f"ir={ir!r} is not an IR exporter produces",
+            f"ir={o.ir!r} is not an IR exporter produces",
             hint="pass ir='inference' (functional post-autograd ATen, the default) or ir='training' "
             "(torch.export's pre-dispatch training IR)",
         )
+    try:
+        fast = FastPaths.resolve(o.fast_paths)
+    except ValueError as e:
+        raise InputSpecError(str(e), hint=f"set {FAST_PATHS_ENV} to 0 or 1, or unset it") from e
     timer = StageTimer()
     bound = bind_inputs(model, args, kwargs)
+    dynamic_shapes = o.dynamic_shapes
     plan = plan_dynamic_shapes(model, bound, dynamic_shapes) if dynamic_shapes is not None else None
     timer.lap("inputs")
-    with experts_implementation_applied(model, experts_implementation):
-        state = _trace(model, bound, plan, draft, preserve_module_call_signature, prefer_deferred_runtime_asserts_over_guards, ir)
+    with experts_implementation_applied(model, o.experts_implementation):
+        state = _trace(model, bound, plan, o, fast)
         timer.lap("trace")
         try:
             check_constraints(state)
         except ConstraintError as e:
-            if not draft or isinstance(dynamic_shapes, AdditionalInputs):
+            if not o.draft or isinstance(dynamic_shapes, AdditionalInputs):
                 raise
             # as torch.export.draft_export does: every declared dim becomes Dim.AUTO in its range
             log.info("draft export: the model does not fit dynamic_shapes; tracing again with Dim.AUTO")
             relaxed = plan_dynamic_shapes(model, bound, relaxed_dynamic_shapes(model, bound, dynamic_shapes))
-            state = _trace(model, bound, relaxed, draft, preserve_module_call_signature, prefer_deferred_runtime_asserts_over_guards, ir)
+            state = _trace(model, bound, relaxed, o, fast)
             check_constraints(state)
             state.assumptions += _shape_assumptions(e)
     timer.lap("constraints")
     run_passes(state)
-    if draft:
+    if o.draft:
         state.assumptions = mark_checked(state.assumptions, state.gm)
     timer.lap("passes")
     state.range_constraints = range_constraints(state)
     try:
-        with program_code_deferred():
+        with fast.program_code_deferred():
             program = build_program(state)
     except Exception as e:
         raise VerificationError(
@@ -224,28 +226,23 @@ def export_timed(
     verifier.verify_program(program)
     if isinstance(dynamic_shapes, AdditionalInputs):
         _check_additional_inputs(program, dynamic_shapes)
-    if draft:
+    if o.draft:
         program.draft_report = DraftReport(tuple(state.assumptions))
         if state.assumptions:
             draft_log.warning("%s\n(the program is in ep.draft_report)", program.draft_report)
-    if experts_implementation is not None:
-        check_against_unswitched(program, model, bound.args, bound.kwargs, experts_implementation)
+    if o.experts_implementation is not None:
+        check_against_unswitched(program, model, bound.args, bound.kwargs, o.experts_implementation)
     timer.lap("program")
     return program, timer.timings
 
 
-def _trace(
-    model: torch.nn.Module,
-    bound: BoundInputs,
-    plan: Any,
-    draft: bool,
-    preserved: tuple[str, ...],
-    deferred: bool,
-    ir: str,
-) -> ExportState:
+def _trace(model: torch.nn.Module, bound: BoundInputs, plan: Any, options: ExportOptions, fast: FastPaths) -> ExportState:
     try:
-        with recording_calls(model, preserved) as calls:
-            state = trace(model, bound, plan, draft=draft, deferred_asserts=deferred, training=ir == "training")
+        with recording_calls(model, options.preserve_module_call_signature) as calls:
+            state = trace(
+                model, bound, plan, fast=fast, draft=options.draft,
+                deferred_asserts=options.prefer_deferred_runtime_asserts_over_guards, training=options.ir == "training",
+            )
         state.preserved_calls = [call for graph, call in calls if graph is state.gm.graph]
         return state
     except TraceError as e:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import torch
 
 from exporter._ir import graph_modules
+from exporter._torch_internals import own_buffers, own_parameters
 from exporter._state import ExportState
 
 __all__ = ["eliminate_dead_code"]
@@ -88,7 +89,8 @@ def _delete_unused_tensor_attributes(gm: torch.fx.GraphModule) -> None:
     for name in [k for k, v in vars(gm).items() if isinstance(v, torch.Tensor)]:
         if name not in used:
             delattr(gm, name)
-    for name in [k for k in gm._buffers if k not in used]:
-        del gm._buffers[name]
-    for name in [k for k in gm._parameters if k not in used]:
-        del gm._parameters[name]
+    buffers, parameters = own_buffers(gm), own_parameters(gm)
+    for name in [k for k in buffers if k not in used]:
+        del buffers[name]
+    for name in [k for k in parameters if k not in used]:
+        del parameters[name]

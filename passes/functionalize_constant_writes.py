@@ -9,22 +9,22 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from exporter._errors import Category, TraceError
 from exporter._ir import node_location
 from exporter._state import ExportState
-from exporter._torch_internals import OpOverload
+from exporter._torch_internals import OpOverload, overload_name, schema_of
 
 __all__ = ["functionalize_constant_writes"]
 
 
 def _functional_variant(op: OpOverload) -> OpOverload | None:
     """``aten.sub.Tensor`` for ``aten.sub_.Tensor``; None for ops without one (``out=``)."""
-    name = op._schema.name.split("::")[-1]
+    name = schema_of(op).name.split("::")[-1]
     if not name.endswith("_") or name.startswith("_"):
         return None
     packet = getattr(torch.ops.aten, name[:-1], None)
-    return getattr(packet, op._overloadname, None) if packet is not None else None
+    return getattr(packet, overload_name(op), None) if packet is not None else None
 
 
 def _writes_first_argument_only(op: OpOverload) -> bool:
-    arguments = op._schema.arguments
+    arguments = schema_of(op).arguments
     written = [a for a in arguments if a.alias_info is not None and a.alias_info.is_write]
     return len(written) == 1 and written[0] is arguments[0]
 
@@ -49,7 +49,7 @@ def functionalize_constant_writes(state: ExportState) -> bool:
     graph = state.gm.graph
     writes = [
         node for node in graph.nodes
-        if node.op == "call_function" and isinstance(node.target, OpOverload) and node.target._schema.is_mutable
+        if node.op == "call_function" and isinstance(node.target, OpOverload) and schema_of(node.target).is_mutable
     ]
     if not writes:
         return False

@@ -10,7 +10,7 @@ from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
 from exporter._errors import Category, TraceError
 from exporter._ir import node_frame, node_location
 from exporter._state import ExportState
-from exporter._torch_internals import FakeTensor, is_traceable_wrapper_subclass
+from exporter._torch_internals import FakeTensor, is_traceable_wrapper_subclass, own_buffers, own_parameters
 
 __all__ = ["lift_constants"]
 
@@ -31,10 +31,10 @@ def _delete_attribute(gm: torch.fx.GraphModule, target: str) -> None:
         owner = getattr(owner, atom)
     if not hasattr(owner, name):
         return
-    if name in owner._buffers:
-        del owner._buffers[name]
-    elif name in owner._parameters:
-        del owner._parameters[name]
+    if name in own_buffers(owner):
+        del own_buffers(owner)[name]
+    elif name in own_parameters(owner):
+        del own_parameters(owner)[name]
     else:
         delattr(owner, name)
 

@@ -9,6 +9,7 @@ from exporter._ir import STATE_MUTATIONS
 
 from exporter._errors import PassError
 from exporter._state import ExportState
+from exporter._torch_internals import own_buffers, own_parameters, own_submodules
 
 __all__ = ["restore_fqns"]
 
@@ -17,13 +18,13 @@ def _lookup(root: torch.nn.Module, fqn: str):
     owner = root
     *path, name = fqn.split(".")
     for atom in path:
-        owner = owner._modules.get(atom) if isinstance(owner, torch.nn.Module) else None
+        owner = own_submodules(owner).get(atom) if isinstance(owner, torch.nn.Module) else None
         if owner is None:
             return None
-    if name in owner._parameters:
-        return owner._parameters[name]
-    if name in owner._buffers:
-        return owner._buffers[name]
+    if name in own_parameters(owner):
+        return own_parameters(owner)[name]
+    if name in own_buffers(owner):
+        return own_buffers(owner)[name]
     return vars(owner).get(name)
 
 

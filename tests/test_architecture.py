@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -106,13 +107,45 @@ def _modules() -> list[tuple[str, pathlib.Path]]:
     return found
 
 
-# Private torch APIs may be imported or read only in exporter._torch_internals; pytree is
-# the one underscored module every torch user calls.
-_PRIVATE_TORCH_ALLOWED = {"exporter._torch_internals"}
+# Private torch APIs may be imported or read only in the boundary package; pytree is the one
+# underscored module every torch user calls.
+BOUNDARY = "exporter._torch_internals"
 _PUBLIC_UNDERSCORED = {"torch.utils._pytree"}
+# Private attributes of torch objects, caught whatever object they are read from.
+_TORCH_PRIVATE_ATTRIBUTES = {
+    "_schema", "_cdata", "_is_view", "_buffers", "_parameters", "_modules", "_non_persistent_buffers_set",
+    "_overloadname", "_op_dk", "_dispatch_cache", "_get_dispatch", "_make_subclass", "_fake_device",
+    "_version_counter", "_expr", "_orig_mod", "_hop_compile_and_call", "_check_fake_real_tensors",
+}
+# Underscored names that are no private torch attribute: Python's own, and operator names
+# (``torch.ops.aten._unsafe_view`` is an ATen operator, named so by ATen).
+_STDLIB_PRIVATE = {"_getframe", "_exit", "_asdict", "_replace", "_fields", "_make"}
+_OPERATOR = re.compile(r"(torch\.ops\.\w+|aten|prims)(\.\w+)?")
+"""An operator namespace or packet, whose underscored attributes are operators and overloads."""
 
 
-def _private_torch_uses(tree: ast.AST) -> list[str]:
+def _defined_names(trees: list[ast.AST]) -> set[str]:
+    """Every name the package defines itself: functions, classes, variables, arguments,
+    attributes it assigns (``self._memo = ...``), import aliases."""
+    names = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+            elif isinstance(node, ast.arg):
+                names.add(node.arg)
+            elif isinstance(node, ast.alias):
+                names.add(node.asname or node.name.split(".")[-1])
+    return names - _TORCH_PRIVATE_ATTRIBUTES
+
+
+def _private_torch_uses(tree: ast.AST, own: set[str]) -> list[str]:
+    """Imports of underscored torch modules, ``torch._x``, and underscored attributes the
+    package does not define itself (so they belong to a torch object)."""
     uses = []
     for node in ast.walk(tree):
         names = []
@@ -127,17 +160,69 @@ def _private_torch_uses(tree: ast.AST) -> list[str]:
             private = any(p.startswith("_") and not p.startswith("__") for p in parts[1:])
             if parts[0] == "torch" and private and name not in _PUBLIC_UNDERSCORED:
                 uses.append(f"line {node.lineno}: {name}")
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and node.attr not in own
+            and node.attr not in _STDLIB_PRIVATE
+            and not (node.attr not in _TORCH_PRIVATE_ATTRIBUTES and _OPERATOR.fullmatch(ast.unparse(node.value)))
+            and not (isinstance(node.value, ast.Name) and node.value.id == "torch")
+        ):
+            uses.append(f"line {node.lineno}: .{node.attr}")
+        if isinstance(node, ast.Attribute) and node.attr == "__version__" and ast.unparse(node.value) == "torch":
+            uses.append(f"line {node.lineno}: torch.__version__")
     return uses
 
 
-def test_private_torch_apis_are_used_only_in_torch_internals():
+def _offenders(sources: dict[str, str]) -> dict[str, list[str]]:
+    trees = {name: ast.parse(text) for name, text in sources.items()}
+    own = _defined_names(list(trees.values()))
     offenders = {}
-    for name, path in _modules():
-        if name not in _PRIVATE_TORCH_ALLOWED:
-            uses = _private_torch_uses(ast.parse(path.read_text()))
+    for name, tree in trees.items():
+        if name != BOUNDARY and not name.startswith(BOUNDARY + "."):
+            uses = _private_torch_uses(tree, own)
             if uses:
                 offenders[name] = uses
-    assert offenders == {}
+    return offenders
+
+
+def _sources() -> dict[str, str]:
+    return {name: path.read_text() for name, path in _modules()}
+
+
+def test_private_torch_apis_are_used_only_in_the_boundary():
+    assert _offenders(_sources()) == {}
+
+
+@pytest.mark.parametrize(
+    "module, line, found",
+    [
+        ("exporter.trace.tracer", "_ = torch.ops.aten.add.Tensor._schema", "._schema"),
+        ("exporter.passes.lift_constants", "_ = torch.nn.Linear(1, 1)._parameters", "._parameters"),
+        ("exporter.verifier.ops", "_ = torch.zeros(1).untyped_storage()._cdata", "._cdata"),
+        ("exporter.trace.symbols", "_ = torch.zeros(1)._version_of_a_future_release", "._version_of_a_future_release"),
+        ("exporter.cli.main", "import torch._dynamo", "torch._dynamo"),
+        ("exporter._pipeline", "_ = torch.__version__ >= '2.15'", "torch.__version__"),
+    ],
+)
+def test_the_boundary_check_fails_on_a_violation(module, line, found):
+    sources = _sources()
+    sources[module] += f"\n{line}  # a deliberate violation\n"
+    offenders = _offenders(sources)
+    assert list(offenders) == [module]
+    assert offenders[module][0].endswith(found)
+
+
+def test_only_the_fast_paths_import_their_torch_pieces():
+    importers = set()
+    for name, path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.endswith("_torch_internals.fast"):
+                importers.add(name)
+            elif isinstance(node, ast.ImportFrom) and node.module == "_torch_internals" and any(a.name == "fast" for a in node.names):
+                importers.add(name)
+    assert importers and all(name.startswith("exporter.trace.fast") for name in importers), importers
 
 
 # Modules that only re-export or start another module need no test of their own.

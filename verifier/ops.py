@@ -11,6 +11,7 @@ import torch.utils._pytree as pytree
 from exporter._errors import VerificationError
 from exporter._ir import graph_modules
 from exporter._torch_internals import (
+    schema_of,
     ENTER_AUTOCAST,
     EXIT_AUTOCAST,
     PREDISPATCH_FUNCTIONS,
@@ -53,7 +54,7 @@ def _check_target(node: torch.fx.Node, training: bool, markers: bool) -> None:
     if training and target in PREDISPATCH_FUNCTIONS:
         return
     if isinstance(target, OpOverload):
-        if target._schema.is_mutable and not training:
+        if schema_of(target).is_mutable and not training:
             raise VerificationError(
                 f"node {node.name} calls {target}, which mutates its input "
                 "(in-place or out= op); export IR allows functional ops only",

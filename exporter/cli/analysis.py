@@ -17,6 +17,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind, OutputKind
 
+from .._torch_internals import TORCH_VERSION
 from .._ir import graph_modules
 
 __all__ = [
@@ -435,7 +436,7 @@ def library_versions(model: torch.nn.Module | None) -> dict[str, str]:
     """Python, torch, exporter, and the distributions the model's classes come from."""
     from .. import __version__
 
-    versions = {"python": platform.python_version(), "torch": torch.__version__, "exporter": __version__}
+    versions = {"python": platform.python_version(), "torch": TORCH_VERSION, "exporter": __version__}
     if model is None:
         return versions
     roots = {type(m).__module__.split(".")[0] for m in model.modules()}

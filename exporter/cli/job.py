@@ -18,6 +18,7 @@ import attrs
 import torch.utils._pytree as pytree
 
 from .._errors import AbortError, Category, ConstraintError, ErrorInfo
+from .._options import ExportOptions
 from .._pipeline import export_timed
 from .._timing import StageTimer
 from ..constraints.fixes import constraint_report
@@ -162,15 +163,13 @@ def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None 
         timer.lap("inputs")
 
         stage("exporting")
-        program, timings = export_timed(
-            model,
-            examples.args,
-            examples.kwargs,
+        options = ExportOptions(
             dynamic_shapes=dynamic_shapes,
             draft=settings.draft,
             experts_implementation=settings.experts_implementation,
             ir=settings.ir,
         )
+        program, timings = export_timed(model, examples.args, examples.kwargs, options)
         timer.lap("export")
         timer.timings.update({f"export.{k}": v for k, v in timings.items()})
         report.ir = "training" if settings.ir == "training" else "aten"

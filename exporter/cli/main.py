@@ -15,7 +15,7 @@ import sys
 from rich.console import Console
 
 from .._errors import ErrorInfo, InputSpecError
-from .._pipeline import IR_LEVELS
+from .._options import IR_LEVELS
 from ..switches import EXPERTS_IMPLEMENTATIONS
 from .artifacts import DECOMPOSITIONS, require_onnx
 from .baseline import baseline_entry, load_baseline, save_baseline

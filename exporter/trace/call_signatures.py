@@ -24,7 +24,7 @@ import torch.utils._pytree as pytree
 from .._errors import Category, InputSpecError, TraceError
 from .._state import PreservedCall
 from .._torch_internals import FunctionalTensor, unwrap_functional
-from .recorder import traced_graph, traced_node
+from .active import traced_graph, traced_node
 
 __all__ = ["recording_calls"]
 

@@ -34,6 +34,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .._torch_internals import (
+    schema_of,
     COMPOSITE_KEY,
     DispatchKey,
     FunctionalTensor,
@@ -43,7 +44,7 @@ from .._torch_internals import (
     below_autograd,
     call_at_key,
     composite_registrations,
-    fake_like,
+    is_view,
     free_unbacked_symbols,
     has_composite_kernel,
     runtime_check,
@@ -81,7 +82,7 @@ KERNEL_KEYS = frozenset((*AUTOGRAD_KEYS, *_BACKEND_KEYS, COMPOSITE_KEY))
 def _is_functional_composite(op: OpOverload) -> bool:
     if should_decompose_because_unsafe(op) or op in FunctionalTensor.metadata_fns:
         return False
-    schema = op._schema
+    schema = schema_of(op)
     if schema.is_mutable or any(arg.alias_info is not None for arg in schema.arguments):
         return False
     return has_composite_kernel(op) or COMPOSITE_KEY in op.py_kernels
@@ -161,7 +162,7 @@ def _redispatched_below_autograd(op: OpOverload, original, active: Active):
     # model sees ``requires_grad``/``grad_fn``/``is_leaf`` as in eager mode and in
     # torch.export's trace.  Elsewhere the op expands at the autograd key, as it does
     # without this kernel.
-    returns_list = any(isinstance(r.type, torch.ListType) for r in op._schema.returns)
+    returns_list = any(isinstance(r.type, torch.ListType) for r in schema_of(op).returns)
 
     def kernel(*args, **kwargs):
         if not active():
@@ -263,9 +264,10 @@ def _fake_rule(op: OpOverload, original, active: Active):
 
 
 def _not_a_view(fake_mode, t: torch.Tensor) -> torch.Tensor:
-    if not t._is_view():
+    if not is_view(t):
         return t
-    return fake_like(fake_mode, tuple(t.shape), t.stride(), t.dtype, t.device, t.requires_grad)
+    with fake_mode:
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device, requires_grad=t.requires_grad)
 
 
 def _forget_internal_symbols(shape_env, pending: int, out) -> None:

@@ -40,10 +40,6 @@ that compile their bodies (cond,       patches (``ExportDynamoConfig``): no auto
 while_loop), when Dynamo is loaded     dynamic shapes on re-compiles, scalar outputs captured
 ``builtins.max``/``min``,              ``torch._export.non_strict_utils._override_builtin_ops``
 ``math.pow``
-make_fx's ``tensor_meta`` maker:       (none) make_fx works out each node's memory format
-memory formats on symbolic sizes       again, some sixty sympy computations a node; the
-remembered per trace                   answer is kept per size and stride expressions and
-                                       ShapeEnv version (``symbolic_memo``)
 ``Tensor.__getitem__`` with sizes,     the ``__getitem__`` and ``torch.tensor`` rewrites of
 ``torch.tensor`` of sizes              ``_NonStrictTorchFunctionHandler``
 higher-order-op bodies Dynamo          (none: torch.export's traces leave no entry a later
@@ -59,16 +55,6 @@ registration hook (``buffer_writes``)  IR trace registers: ``self.buf = v`` on t
                                        module is written back with ``copy_``
 cudnn off                              torch.export's tracing, which turns cudnn off with
                                        mkldnn and nnpack (``batch_norm``'s flag records it)
-fast recorder only                     make_fx's ``Tracer.trace``, which sends every
-(``fast_recording``):                  ``nn.Module.__call__`` to ``call_module`` (the
-``nn.Module.__call__`` through the     module stack), sets the fx-tracing flag and
-recorder's module stack, higher-order  disables the autocast cache; a higher-order op
-ops reported first, fx-tracing flag    has no rule for the recorder, which then hands
-set, autocast cache off                the model to make_fx
-training IR only: pre-dispatch calls   ``OpOverload._get_dispatch`` at the pre-dispatch
-handed straight to the recorder or     key: the same hand-over to the mode there, without
-make_fx's mode                         the kernel, context manager and argument flattening
-(``direct_pre_dispatch``)              it makes per call
 the cyclic garbage collector paused    (none in torch.export; torch's own
 for the whole export, not only the     ``get_state_dict`` pauses it the same way) an
 trace (``gc_paused``, entered by the   export allocates enough to set off several
@@ -77,13 +63,10 @@ pipeline)                              full-heap collections, each a scan of eve
                                        with transformers loaded); the export's own
                                        cyclic garbage is all young when the collector
                                        resumes, and goes in its next young collection
-the program's graph module compiled    (none: ``ExportedProgram.__init__`` generates and
-on first use (``program_code_          compiles the graph's Python code at once) most
-deferred``, entered by the pipeline    programs are saved, lowered or unflattened, none of
-around ``ExportedProgram``)            which runs that code; the first call, ``.code`` or
-                                       ``print`` compiles it, as torch.fx's
-                                       ``_LazyGraphModule`` does for inductor
 =====================================  ================================================
+
+The fast paths' own patches (``exporter.trace.fast.patches``) are entered with these when the
+fast paths are on.
 
 **Other threads.**  A serving process may run eager models, FakeTensorMode computations or
 torch.compile in other threads while one exports.  Every kernel and function installed
@@ -163,8 +146,6 @@ import torch
 
 from .._torch_internals import (
     AUTOCAST_DEVICES,
-    MAKE_FX_TENSOR_METADATA,
-    PRE_DISPATCH,
     FunctionalTensor,
     HigherOrderOperator,
     OpOverload,
@@ -175,17 +156,14 @@ from .._torch_internals import (
     dynamo_compile_lock,
     enable_python_dispatcher,
     fake_impls,
+    FAKE_REAL_CHECK,
     fake_utils,
-    fx_tracing_flag,
     forget_compiled,
     free_unbacked_symbols,
-    hop_compile_module,
-    lazy_graph_module,
+    hop_compile_entry,
     load_what_shape_envs_load,
     loaded_dynamo_config,
     module_stack_tracer,
-    pre_dispatch_handler,
-    program_module_factory,
     real_tensor_propagation,
     set_compiler_flags,
     use_lazy_graph_module,
@@ -199,20 +177,19 @@ from .kernels import (
     forget_composite_kernels,
     functional_composite_ops,
 )
+from .fast import FastPaths
 from .python_ops import builtin_max, builtin_min, power, tensor_factory, tensor_getitem
 from .stacks import user_stack_trace
-from .symbolic_memo import memory_formats_remembered
 
 __all__ = [
     "EXPORT_LOCK",
     "BufferWrite",
-    "ModuleCall",
     "NodeHook",
     "buffer_writes",
-    "direct_pre_dispatch",
-    "fast_recording",
     "gc_paused",
-    "program_code_deferred",
+    "in_tracing_thread",
+    "replaced",
+    "tracing_here",
     "tracing_patches",
 ]
 
@@ -244,50 +221,11 @@ def gc_paused() -> Iterator[None]:
                 gc.enable()
 
 
-_DEFER_LOCK = threading.Lock()
-_deferring: dict[int, int] = {}
-"""Thread id -> how many ``program_code_deferred`` blocks it is in."""
-_eager_program_module: Callable | None = None
-"""torch's graph-module factory for programs, while ours is installed."""
-
-
-def _program_module(root, graph):
-    if threading.get_ident() in _deferring:
-        return lazy_graph_module(root, graph)
-    return _eager_program_module(root, graph)
-
-
-@contextlib.contextmanager
-def program_code_deferred() -> Iterator[None]:
-    """Within the block, an ``ExportedProgram`` made in this thread holds a graph module that
-    generates and compiles its Python code when first called or read (see the module doc);
-    in other threads programs are made as torch makes them.  Blocks may overlap across
-    threads: the first in installs the factory, the last out puts torch's back."""
-    global _eager_program_module
-    owner, name = program_module_factory()
-    thread = threading.get_ident()
-    with _DEFER_LOCK:
-        if not _deferring:
-            _eager_program_module = getattr(owner, name)
-            setattr(owner, name, _program_module)
-        _deferring[thread] = _deferring.get(thread, 0) + 1
-    try:
-        yield
-    finally:
-        with _DEFER_LOCK:
-            _deferring[thread] -= 1
-            if not _deferring[thread]:
-                del _deferring[thread]
-            if not _deferring:
-                setattr(owner, name, _eager_program_module)
-                _eager_program_module = None
-
-
 _THIS_THREAD = threading.local()
 """``tracing`` is True in the thread whose trace installed the patches."""
 
 
-def _tracing_here() -> bool:
+def tracing_here() -> bool:
     return getattr(_THIS_THREAD, "tracing", False)
 
 NodeHook = Callable[[torch.fx.Node], None]
@@ -295,11 +233,14 @@ NodeHook = Callable[[torch.fx.Node], None]
 
 
 @contextlib.contextmanager
-def tracing_patches(on_node: NodeHook | None = None, *, draft: bool = False, training: bool = False) -> Iterator[None]:
+def tracing_patches(
+    on_node: NodeHook | None = None, *, draft: bool = False, training: bool = False, fast: FastPaths = FastPaths()
+) -> Iterator[None]:
     """Within the block, torch and Python behave as a torch.export trace needs (see module doc).
 
     ``on_node`` sees each node as the tracer creates it, and may raise to stop the trace.
     ``draft``: fake tensors carry real ones (``draft=True`` exports).
+    ``fast``: the fast paths whose patches are entered too (``memory_formats``).
     ``training``: a pre-dispatch trace (the training IR), which records composites and
     conversions where they are called, before any kernel runs: their kernels stay torch's,
     so the values it computes see autograd (``requires_grad``) as torch.export's do.
@@ -322,7 +263,7 @@ def tracing_patches(on_node: NodeHook | None = None, *, draft: bool = False, tra
         stack.enter_context(_dynamo_config_for_bodies())
         stack.enter_context(_hop_bodies_forgotten())
         stack.enter_context(_python_semantics())
-        stack.enter_context(_memory_formats_remembered())
+        stack.enter_context(fast.memory_formats_remembered())
         yield
 
 
@@ -356,7 +297,7 @@ def _locks_held() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _tracing_thread() -> Iterator[None]:
-    was_tracing = _tracing_here()
+    was_tracing = tracing_here()
     _THIS_THREAD.tracing = True
     try:
         yield
@@ -364,11 +305,11 @@ def _tracing_thread() -> Iterator[None]:
         _THIS_THREAD.tracing = was_tracing
 
 
-def _in_tracing_thread(replacement, real):
+def in_tracing_thread(replacement, real):
     """``replacement`` in the tracing thread, ``real`` in every other."""
 
     def guarded(*args, **kwargs):
-        if _tracing_here():
+        if tracing_here():
             return replacement(*args, **kwargs)
         return real(*args, **kwargs)
 
@@ -400,7 +341,8 @@ def _offset_checks_without_guards() -> Iterator[None]:
     # propagation answers by pinning the size to its example value: the op's output
     # loses its symbol and the trace stops.  For such outputs the rest of torch's check
     # runs without the offset comparison (torch's ``storage_offset=False`` is ignored).
-    original = fake_utils._check_fake_real_tensors
+    owner, name = FAKE_REAL_CHECK
+    original = getattr(owner, name)
 
     def check(real_out, fake_out, context="", sizes=True, strides=False, storage_offset=True, requires_grad=True):
         offset = fake_out.storage_offset()
@@ -411,11 +353,8 @@ def _offset_checks_without_guards() -> Iterator[None]:
         compare_tensor_meta(real_out, fake_out, check_sizes=sizes, check_strides=strides, allow_rhs_unbacked=True)
         return None
 
-    fake_utils._check_fake_real_tensors = _in_tracing_thread(check, original)
-    try:
+    with replaced(owner, name, in_tracing_thread(check, original)):
         yield
-    finally:
-        fake_utils._check_fake_real_tensors = original
 
 
 @contextlib.contextmanager
@@ -436,8 +375,8 @@ def _hop_bodies_forgotten() -> Iterator[None]:
     # symbolic sizes, which records them (`s0 != 4`) as if the model had needed them: the
     # same cond model exported static, then dynamic, failed with a ConstraintError.  What
     # this trace compiled is forgotten when it ends (an eager call recompiles it).
-    hop_utils = hop_compile_module()
-    original = hop_utils._hop_compile_and_call
+    owner, name = hop_compile_entry()
+    original = getattr(owner, name)
     compiled = set()
 
     def compile_and_call(fn, args, kwargs=None):
@@ -447,11 +386,10 @@ def _hop_bodies_forgotten() -> Iterator[None]:
         with _replacements_lifted():
             return original(fn, args, kwargs)
 
-    hop_utils._hop_compile_and_call = _in_tracing_thread(compile_and_call, original)
     try:
-        yield
+        with replaced(owner, name, in_tracing_thread(compile_and_call, original)):
+            yield
     finally:
-        hop_utils._hop_compile_and_call = original
         for code in compiled:
             forget_compiled(code)
 
@@ -469,8 +407,8 @@ def _compiler_flags() -> Iterator[None]:
     set_compiler_flags(True, True)
     try:
         before = saved[1]
-        is_exporting = _in_tracing_thread(torch.compiler.is_exporting, lambda: before)
-        with _replaced(torch.compiler, "is_exporting", is_exporting):
+        is_exporting = in_tracing_thread(torch.compiler.is_exporting, lambda: before)
+        with replaced(torch.compiler, "is_exporting", is_exporting):
             yield
     finally:
         set_compiler_flags(*saved)
@@ -506,7 +444,7 @@ def _composites_kept_whole() -> Iterator[None]:
     try:
         for op in functional_composite_ops():
             saved = op.py_kernels
-            table, rule = composite_kernels(op, _tracing_here)
+            table, rule = composite_kernels(op, tracing_here)
             undo.append((op, saved, table, len(table)))
             op.py_kernels = table
             if op not in fake_rules:
@@ -550,12 +488,12 @@ def _conversions_checked() -> Iterator[None]:
 
     try:
         for op in CONVERSIONS:
-            kernel = checked_conversion(op, _tracing_here, autocast_casting)
+            kernel = checked_conversion(op, tracing_here, autocast_casting)
             for key in AUTOGRAD_KEYS:
                 op.py_kernels[key] = kernel
             clear_dispatch_cache(op)
-        FunctionalTensor.to = _in_tracing_thread(_to_unchecked, saved_to)
-        with _replaced(torch, "set_autocast_enabled", _in_tracing_thread(autocast_set, set_autocast)):
+        FunctionalTensor.to = in_tracing_thread(_to_unchecked, saved_to)
+        with replaced(torch, "set_autocast_enabled", in_tracing_thread(autocast_set, set_autocast)):
             yield
     finally:
         FunctionalTensor.to = saved_to
@@ -573,7 +511,7 @@ def _node_recording(on_node: NodeHook | None) -> Iterator[None]:
     original = tracer_cls.create_node
 
     def create_node(self, *args, **kwargs):
-        if not _tracing_here():
+        if not tracing_here():
             return original(self, *args, **kwargs)
         # What ``do_not_emit_stack_traces`` would have made the tracer read when created;
         # set here, on our tracer only, since fx's config is one module for all threads.
@@ -610,7 +548,7 @@ def _fx_traces_elsewhere_wait() -> Iterator[None]:
     """
     saved = [(owner, name, owner.__dict__[name]) for owner, name in _MAKE_FX_ENTRIES]
     for owner, name, original in saved:
-        setattr(owner, name, _in_tracing_thread(original, _holding_export_lock(original)))
+        setattr(owner, name, in_tracing_thread(original, _holding_export_lock(original)))
     try:
         yield
     finally:
@@ -635,7 +573,7 @@ def _module_calls_of_this_thread(call_module):
     # the process through the tracer's ``call_module``: another thread calling a submodule
     # of the traced model would push it onto the module stack our nodes are recorded with.
     def guarded(self, module, forward, args, kwargs):
-        if _tracing_here():
+        if tracing_here():
             return call_module(self, module, forward, args, kwargs)
         return forward(*args, **kwargs)
 
@@ -657,15 +595,7 @@ def _python_semantics() -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         for owner, name, make in _PYTHON_REPLACEMENTS:
             real = getattr(owner, name)
-            stack.enter_context(_replaced(owner, name, _in_tracing_thread(make(real), real)))
-        yield
-
-
-@contextlib.contextmanager
-def _memory_formats_remembered() -> Iterator[None]:
-    owner, name = MAKE_FX_TENSOR_METADATA
-    real = getattr(owner, name)
-    with _replaced(owner, name, _in_tracing_thread(memory_formats_remembered(real), real)):
+            stack.enter_context(replaced(owner, name, in_tracing_thread(make(real), real)))
         yield
 
 
@@ -681,7 +611,7 @@ def _put_back(owner, name: str, own) -> None:
 
 
 @contextlib.contextmanager
-def _replaced(owner, name: str, replacement) -> Iterator[None]:
+def replaced(owner, name: str, replacement) -> Iterator[None]:
     entry = (owner, name, owner.__dict__.get(name), replacement)
     setattr(owner, name, replacement)
     _INSTALLED.append(entry)
@@ -729,64 +659,3 @@ def buffer_writes(on_write: BufferWrite) -> Iterator[None]:
         yield
     finally:
         handle.remove()
-
-
-ModuleCall = Callable[..., object]
-"""``call(module, call_impl, args, kwargs)``: runs ``call_impl(module, *args, **kwargs)``."""
-
-
-@contextlib.contextmanager
-def direct_pre_dispatch(accepts: Callable[[object], bool]) -> Iterator[None]:
-    """Within the block, in the tracing thread, a call reaching the pre-dispatch key while a
-    mode that ``accepts(mode)`` sits alone there goes straight to that mode
-    (``pre_dispatch_handler``), without the kernel, context manager and argument flattening
-    torch makes for it per call; any other mode there gets torch's own kernel."""
-    get_dispatch = OpOverload._get_dispatch
-
-    def direct_dispatch(op, key):
-        if key == PRE_DISPATCH and (handler := pre_dispatch_handler(op, accepts)) is not None:
-            return handler
-        return get_dispatch(op, key)
-
-    with _replaced(OpOverload, "_get_dispatch", _in_tracing_thread(direct_dispatch, get_dispatch)):
-        yield
-
-
-@contextlib.contextmanager
-def fast_recording(call_module: ModuleCall, on_hop: Callable[[str], None]) -> Iterator[None]:
-    """Within the block, in the tracing thread, what make_fx's ``Tracer.trace`` changes for
-    its trace, for the recorder that stands in for it: every ``nn.Module.__call__`` goes
-    through ``call_module`` (which keeps the module stack), ``on_hop(name)`` sees each
-    higher-order op before it runs or has its body compiled (it may raise), torch.fx's "fx
-    tracing" flag is set and the autocast cache is off (each autocast cast is recorded
-    where it happens)."""
-    module_call = torch.nn.Module.__call__
-    hop_call = HigherOrderOperator.__call__
-    hop_utils = hop_compile_module()
-    compile_and_call = hop_utils._hop_compile_and_call
-
-    def recorded_call(module, *args, **kwargs):
-        return call_module(module, module_call, args, kwargs)
-
-    def reported_hop(op, *args, **kwargs):
-        on_hop(op.name())
-        return hop_call(op, *args, **kwargs)
-
-    def reported_compile(fn, *args, **kwargs):
-        on_hop(getattr(fn, "__name__", "a higher-order op"))
-        return compile_and_call(fn, *args, **kwargs)
-
-    was_tracing = fx_tracing_flag(True)
-    autocast_cache = torch.is_autocast_cache_enabled()
-    torch.set_autocast_cache_enabled(False)
-    torch.nn.Module.__call__ = _in_tracing_thread(recorded_call, module_call)
-    HigherOrderOperator.__call__ = _in_tracing_thread(reported_hop, hop_call)
-    hop_utils._hop_compile_and_call = _in_tracing_thread(reported_compile, compile_and_call)
-    try:
-        yield
-    finally:
-        hop_utils._hop_compile_and_call = compile_and_call
-        HigherOrderOperator.__call__ = hop_call
-        torch.nn.Module.__call__ = module_call
-        torch.set_autocast_cache_enabled(autocast_cache)
-        fx_tracing_flag(was_tracing)

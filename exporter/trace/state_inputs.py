@@ -20,6 +20,10 @@ import torch
 
 from .._errors import Category, TraceError
 from .._torch_internals import (
+    non_persistent_buffers,
+    own_buffers,
+    schema_of,
+    OpOverload,
     FakeTensor,
     FakeTensorMode,
     fake_dispatch_through,
@@ -125,8 +129,8 @@ def collect_state(root: torch.nn.Module) -> StateInputs:
     """Every parameter and buffer of ``root`` (all aliases), subclass ones as their inner tensors."""
     non_persistent = set()
     for prefix, module in root.named_modules(remove_duplicate=False):
-        for name in module._non_persistent_buffers_set:
-            if module._buffers.get(name) is not None:
+        for name in non_persistent_buffers(module):
+            if own_buffers(module).get(name) is not None:
                 non_persistent.add(f"{prefix}.{name}" if prefix else name)
     parameters: dict[str, torch.Tensor] = {}
     buffers: dict[str, torch.Tensor] = {}
@@ -165,7 +169,7 @@ def real_writes_undone(fake_mode: FakeTensorMode) -> Iterator[None]:
     def guarded(dispatch, func, types, args, kwargs):
         writes = mutable.get(func)
         if writes is None:
-            writes = mutable[func] = bool(getattr(func, "_schema", None) is not None and func._schema.is_mutable)
+            writes = mutable[func] = isinstance(func, OpOverload) and schema_of(func).is_mutable
         if writes:
             for t in tensors_written(func, args, kwargs or {}):
                 if type(t) is not FakeTensor and not is_traceable_wrapper_subclass(t) and id(t) not in saved:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -32,7 +33,6 @@ from .._torch_internals import (
     SymIntSymbolicContext,
     ValueRanges,
     constant_source,
-    fake_of_plain_tensor,
     size_source,
     uninteresting_files,
 )
@@ -200,9 +200,13 @@ class FakeInputs:
     equalities: EqualityConstraint | None = None
 
 
-def _fake(fake_mode: FakeTensorMode, value: torch.Tensor, **kwargs: Any) -> torch.Tensor:
-    if kwargs.get("static_shapes"):
-        fake = fake_of_plain_tensor(fake_mode, value)  # most parameters, buffers and inputs
+DirectFake = Callable[[FakeTensorMode, torch.Tensor], "torch.Tensor | None"]
+"""``from_tensor(t, static_shapes=True)`` made directly for a plain tensor, else None (a fast path)."""
+
+
+def _fake(fake_mode: FakeTensorMode, value: torch.Tensor, direct: DirectFake | None = None, **kwargs: Any) -> torch.Tensor:
+    if direct is not None and kwargs.get("static_shapes"):
+        fake = direct(fake_mode, value)  # most parameters, buffers and inputs
         if fake is not None:
             return fake
     fake = fake_mode.from_tensor(value, **kwargs)
@@ -215,17 +219,24 @@ def _fake(fake_mode: FakeTensorMode, value: torch.Tensor, **kwargs: Any) -> torc
     return fake
 
 
-def fake_inputs(fake_mode: FakeTensorMode, state_values: list[Any], bound: BoundInputs, plan: DynamicPlan | None) -> FakeInputs:
+def fake_inputs(
+    fake_mode: FakeTensorMode,
+    state_values: list[Any],
+    bound: BoundInputs,
+    plan: DynamicPlan | None,
+    *,
+    direct: DirectFake | None = None,
+) -> FakeInputs:
     """Fake parameters and buffers (static; a tensor reached twice, as tied weights are, gets
     one fake) and user inputs (symbolic where ``plan`` makes a dimension dynamic)."""
     memo: dict[int, Any] = {}
     fakes = []
     for value in state_values:
         if id(value) not in memo:
-            memo[id(value)] = _fake(fake_mode, value, static_shapes=True)
+            memo[id(value)] = _fake(fake_mode, value, direct, static_shapes=True)
         fakes.append(memo[id(value)])
     if plan is None:
-        fakes += [_fake(fake_mode, v, static_shapes=True) if isinstance(v, torch.Tensor) else v for v in bound.flat]
+        fakes += [_fake(fake_mode, v, direct, static_shapes=True) if isinstance(v, torch.Tensor) else v for v in bound.flat]
         return FakeInputs(fakes, [])
     tracked = []
     size_sources: dict[tuple[int, int], Source] = {}

@@ -31,16 +31,16 @@ from .._errors import Category, ExportError, TraceError
 from .._ir import graph_modules, node_frame
 from .._state import ExportState
 from .._torch_internals import (
+    own_buffers,
+    schema_of,
     FakeTensorMode,
     FunctionalTensor,
     OpOverload,
     TracingContext,
     effect_tokens,
-    fake_dispatch_through,
     functional_mode,
     functional_state,
     has_effects,
-    is_make_fx_mode,
     record_module_calls,
     rename_node,
     reparametrize_module,
@@ -55,13 +55,13 @@ from .draft import (
     record_assumption_sites,
 )
 from .explain import explain
-from .patches import buffer_writes, direct_pre_dispatch, tracing_patches
+from .active import traced_graph, traced_node
+from .fast import FastPaths
+from .patches import buffer_writes, tracing_patches
 from .preserve import module_preserved
-from .recorder import CannotRecord, record, traced_graph, traced_node
 from .signature import constant_attribute_fqns, input_specs, output_specs
 from .stacks import on_roomy_stack
 from .state_inputs import StateInputs, collect_state, real_writes_undone
-from .symbolic_memo import SymbolicMemo
 from .symbols import FakeInputs, fake_inputs, new_fake_mode
 
 __all__ = ["trace"]
@@ -134,12 +134,12 @@ class _NeedsFunctionalization(Exception):
 
 
 def _writes(target) -> bool:
-    return isinstance(target, OpOverload) and (target._schema.is_mutable or has_effects(target))
+    return isinstance(target, OpOverload) and (schema_of(target).is_mutable or has_effects(target))
 
 
 def _aliases(target) -> bool:
     """Whether an op's result may share memory with an argument (views, in-place and out= ops)."""
-    return any(r.alias_info is not None for r in target._schema.returns)
+    return any(r.alias_info is not None for r in schema_of(target).returns)
 
 
 # In-place ops the unfunctionalized trace records as their out-of-place op when they write
@@ -156,10 +156,10 @@ def _out_of_place(target: OpOverload) -> OpOverload | None:
     if packet not in _KEEPS_DTYPE and packet not in _PROMOTES:
         return None
     functional = getattr(getattr(getattr(torch.ops, namespace), packet[:-1], None), overload or "default", None)
-    if not isinstance(functional, OpOverload) or _aliases(functional) or functional._schema.is_mutable:
+    if not isinstance(functional, OpOverload) or _aliases(functional) or schema_of(functional).is_mutable:
         return None
-    signature = [(a.name, str(a.type)) for a in target._schema.arguments]
-    return functional if signature == [(a.name, str(a.type)) for a in functional._schema.arguments] else None
+    signature = [(a.name, str(a.type)) for a in schema_of(target).arguments]
+    return functional if signature == [(a.name, str(a.type)) for a in schema_of(functional).arguments] else None
 
 
 def _same_dtype_result(packet: str, node: torch.fx.Node) -> bool:
@@ -257,7 +257,7 @@ def _make_traced_fn(
     # make_fx records nn_module_stack relative to the module the traced function carries.
     holder = _Holder(root)
 
-    root_buffers = {name: i for i, name in enumerate(state_names) if name in root._buffers}
+    root_buffers = {name: i for i, name in enumerate(state_names) if name in own_buffers(root)}
 
     def on_buffer_write(module: torch.nn.Module, name: str, value: Any) -> None:
         # As torch.export's training IR: the root module's buffers assigned in forward are
@@ -505,34 +505,37 @@ def _trace_once(
     labels,
     plan,
     *,
+    fast: FastPaths,
     functionalized: bool,
     draft: bool,
     deferred_asserts: bool,
     training: bool = False,
     recorder_hook: _WriteWatch | None = None,
 ) -> _Traced:
-    """One trace with make_fx, or with the fast recorder (``recorder.record``) when given the
-    node hook it calls (make_fx's nodes reach the hook through the patches)."""
+    """One trace with make_fx, or with the fast recorder (``fast.recorder.record``) when given
+    the node hook it calls (make_fx's nodes reach the hook through the patches)."""
     fake_mode = new_fake_mode(root, deferred_asserts=deferred_asserts, dynamic=plan is not None)
     if draft:
         record_assumption_sites(fake_mode.shape_env)
-    fakes = fake_inputs(fake_mode, state_inputs.values, bound, plan)
+    fakes = fake_inputs(fake_mode, state_inputs.values, bound, plan, direct=fast.direct_fake())
     recorded = _Recorded()
     traced, holder = _make_traced_fn(
         root, state_inputs, bound, labels, recorded, functionalized=functionalized, training=training
     )
     # The tracing context hands our fake mode to anything that compiles a region
     # internally (torch.cond runs its branches through torch.compile).
-    # Symbolic sizes: repeated calls are served from the trace's memo, or from what earlier
-    # traces running the same kernels kept (symbolic_memo.py).
+    # Symbolic sizes: repeated calls may be served from the trace's memo (a fast path).
     memo = contextlib.nullcontext()
     if plan is not None and not draft:
-        memo = fake_dispatch_through(fake_mode, SymbolicMemo(fake_mode, kernels="training" if training else "inference"))
+        memo = fast.symbolic_memo_for(fake_mode, training=training)
     with real_writes_undone(fake_mode), fake_mode, memo, tracing(TracingContext(fake_mode)):
         if recorder_hook is not None:
-            gm = on_roomy_stack(functools.partial(record, training=training), traced, root, fakes.inputs, recorder_hook, fake_mode.shape_env)
+            from .fast.recorder import record
+
+            recording = functools.partial(record, training=training, direct_pre_dispatch=fast.direct_pre_dispatch)
+            gm = on_roomy_stack(recording, traced, root, fakes.inputs, recorder_hook, fake_mode.shape_env)
         else:
-            with direct_pre_dispatch(is_make_fx_mode) if training else contextlib.nullcontext():
+            with fast.pre_dispatch_for_make_fx() if training else contextlib.nullcontext():
                 gm = on_roomy_stack(functools.partial(record_module_calls, pre_dispatch=training), traced, holder, {}, fakes.inputs)
     return _Traced(gm, fake_mode, fakes, recorded, root_relative=recorder_hook is not None)
 
@@ -555,14 +558,17 @@ def _refuse_subclass_state_in_training_ir(root: torch.nn.Module, state_inputs: S
 
 
 def _recorded_or_none(
-    root, state_inputs: StateInputs, bound, labels, watch: _WriteWatch, deferred_asserts: bool, training: bool = False
+    root, state_inputs: StateInputs, bound, labels, watch: _WriteWatch, deferred_asserts: bool, fast: FastPaths,
+    training: bool = False,
 ) -> _Traced | None:
     """The fast recorder's trace; None when make_fx must trace instead (the recorder refused,
     or the model raised: make_fx's trace then reports the error as it always has).  A write
     that needs functionalization sets ``watch.functionalized``, as the make_fx try does."""
+    from .fast.recorder import CannotRecord
+
     try:
         return _trace_once(
-            root, state_inputs, bound, labels, None, functionalized=False, draft=False,
+            root, state_inputs, bound, labels, None, fast=fast, functionalized=False, draft=False,
             deferred_asserts=deferred_asserts, training=training, recorder_hook=watch,
         )
     except _NeedsFunctionalization as why:
@@ -583,7 +589,7 @@ def trace(
     plan: DynamicPlan | None = None,
     *,
     always_functionalize: bool = False,
-    use_recorder: bool = True,
+    fast: FastPaths | None = None,
     draft: bool = False,
     deferred_asserts: bool = False,
     training: bool = False,
@@ -600,9 +606,10 @@ def trace(
     side-effectful op or buffer reassignment aborts that trace and the model is traced
     again, functionalized.  ``always_functionalize`` skips the first try.
 
-    The first try of a static trace is recorded by ``recorder.record``, which records what
-    make_fx records at a fraction of its cost, and hands anything it does not handle to
-    make_fx; ``use_recorder=False`` traces with make_fx only (the tests hold the two equal).
+    ``fast``: the fast paths to take (``FastPaths.resolve()`` when None).  With its
+    ``recorder``, the first try of a static trace is recorded by ``fast.recorder.record``,
+    which records what make_fx records at a fraction of its cost and hands anything it does
+    not handle to make_fx (the tests hold the two equal).
 
     ``draft``: fake tensors carry real values; where the trace needs a tensor's value or an
     operator has no fake kernel, the example inputs decide, and ``state.assumptions`` lists
@@ -621,28 +628,29 @@ def trace(
         *bound.labels,
     ]
 
+    fast = FastPaths.resolve() if fast is None else fast
     watch = _WriteWatch(functionalized=always_functionalize or training)
     try:
         with (
-            tracing_patches(watch, draft=draft, training=training),
+            tracing_patches(watch, draft=draft, training=training, fast=fast),
             module_preserved(root),
         ):
             traced = None
-            recordable = use_recorder and plan is None and not (draft or state_inputs.subclasses)
+            recordable = fast.recorder and plan is None and not (draft or state_inputs.subclasses)
             if training:
                 if recordable:
-                    traced = _recorded_or_none(root, state_inputs, bound, labels, watch, deferred_asserts, training=True)
+                    traced = _recorded_or_none(root, state_inputs, bound, labels, watch, deferred_asserts, fast, training=True)
                 if traced is None:
                     traced = _trace_once(
-                        root, state_inputs, bound, labels, plan, functionalized=False, draft=draft,
+                        root, state_inputs, bound, labels, plan, fast=fast, functionalized=False, draft=draft,
                         deferred_asserts=deferred_asserts, training=True,
                     )
             elif recordable and not always_functionalize:
-                traced = _recorded_or_none(root, state_inputs, bound, labels, watch, deferred_asserts)
+                traced = _recorded_or_none(root, state_inputs, bound, labels, watch, deferred_asserts, fast)
             if traced is None and not watch.functionalized:
                 try:
                     traced = _trace_once(
-                        root, state_inputs, bound, labels, plan, functionalized=False, draft=draft,
+                        root, state_inputs, bound, labels, plan, fast=fast, functionalized=False, draft=draft,
                         deferred_asserts=deferred_asserts,
                     )
                 except _NeedsFunctionalization as why:
@@ -650,7 +658,7 @@ def trace(
                     watch.functionalized = True
             if traced is None:
                 traced = _trace_once(
-                    root, state_inputs, bound, labels, plan, functionalized=True, draft=draft,
+                    root, state_inputs, bound, labels, plan, fast=fast, functionalized=True, draft=draft,
                     deferred_asserts=deferred_asserts,
                 )
     except ExportError:

@@ -92,7 +92,7 @@ def test_the_first_export_split_counts_kernels_inside_the_memos_time_and_restore
     spec = importlib.util.spec_from_file_location("dynamic_floor", BENCH.parent / "dynamic_floor.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    from exporter.trace.symbolic_memo import SymbolicMemo
+    from exporter.trace.fast.symbolic_memo import SymbolicMemo
 
     original = SymbolicMemo.__call__
     model, kwargs = module.build_model("gpt2", 2), module.make_inputs("gpt2")

@@ -198,7 +198,7 @@ def test_a_known_root_error_is_not_exported_again():
 def test_a_model_that_fails_eagerly_is_an_input_error_and_left_as_it_was():
     model = Net().train()
     before = _model_state(model)
-    with pytest.raises(InputSpecError, match=r"fails on these inputs when run eagerly.*RuntimeError: mat1 and mat2"):
+    with pytest.raises(InputSpecError, match=r"fails on these inputs when run eagerly.*RuntimeError: .*mat1 and mat2"):
         report_submodules(model, (torch.randn(3, 5),))
     _assert_unchanged(model, before)
 

@@ -16,8 +16,8 @@ from torch._subclasses import fake_impls
 import exporter
 from torch._subclasses import fake_utils
 
+from exporter._torch_internals.fast import MAKE_FX_TENSOR_METADATA
 from exporter._torch_internals import (
-    MAKE_FX_TENSOR_METADATA,
     DimDynamic,
     FakeTensorMode,
     FunctionalTensor,
@@ -32,6 +32,7 @@ from exporter._torch_internals import (
     module_stack_tracer,
     record_module_calls,
 )
+from exporter.trace.fast import FastPaths
 from exporter.trace.kernels import CONVERSIONS
 from exporter.trace.patches import EXPORT_LOCK, tracing_patches
 from tests.support import OpsSeen
@@ -61,7 +62,7 @@ def _global_state():
 
 def test_patches_are_active_inside_and_undone_on_exit():
     before = _global_state()
-    with tracing_patches():
+    with tracing_patches(fast=FastPaths.resolve(True)):
         inside = _global_state()
         torch.set_grad_enabled(False)
     changed = {key for key in before if inside[key] != before[key]}
@@ -73,7 +74,7 @@ def test_patches_are_active_inside_and_undone_on_exit():
 def test_patches_are_undone_after_an_error():
     before = _global_state()
     with pytest.raises(RuntimeError, match="inside"):
-        with tracing_patches():
+        with tracing_patches(fast=FastPaths.resolve(True)):
             torch.set_grad_enabled(False)
             raise RuntimeError("inside")
     assert _global_state() == before
@@ -495,67 +496,6 @@ def test_torch_compile_knows_builtins_after_the_first_export_of_a_process():
     assert done.stdout.strip().splitlines()[-1:] == ["[3.0, 3.0, 3.0]"], done.stderr[-2000:]
 
 
-def test_fast_recording_routes_this_threads_module_calls_and_reports_higher_order_ops():
-    from torch._ops import HigherOrderOperator
-    from torch.fx._symbolic_trace import is_fx_tracing
-    from exporter.trace.patches import fast_recording
-
-    calls, hops, other_thread = [], [], []
-    lin = torch.nn.Linear(2, 2)
-
-    def call_module(module, call, args, kwargs):
-        calls.append(type(module).__name__)
-        return call(module, *args, **kwargs)
-
-    def on_hop(name):
-        hops.append(name)
-        raise RuntimeError("refused")
-
-    saved = (torch.nn.Module.__call__, HigherOrderOperator.__call__, is_fx_tracing(), torch.is_autocast_cache_enabled())
-    with tracing_patches(), fast_recording(call_module, on_hop):
-        assert is_fx_tracing() and not torch.is_autocast_cache_enabled()
-        lin(torch.randn(1, 2))
-        worker = threading.Thread(target=lambda: other_thread.append(lin(torch.randn(1, 2)).shape))
-        worker.start()
-        worker.join()
-        with pytest.raises(RuntimeError, match="refused"):
-            torch.cond(torch.tensor(True), lambda x: x + 1, lambda x: x - 1, (torch.randn(2),))
-    assert calls == ["Linear"]  # the other thread's call went straight to the module
-    assert other_thread == [torch.Size([1, 2])]
-    assert hops and "cond" in hops[0]
-    assert (torch.nn.Module.__call__, HigherOrderOperator.__call__, is_fx_tracing(), torch.is_autocast_cache_enabled()) == saved
-
-
-def test_direct_pre_dispatch_hands_calls_to_an_accepted_mode_only(monkeypatch):
-    """A pre-dispatch trace records the same graph with calls handed straight to its mode;
-    a mode not accepted gets torch's own per-call kernel.  (Other threads get torch's
-    kernel as every replacement here gives them the original; their fx traces wait.)"""
-    import torch._library.utils as library_utils
-    from torch._ops import OpOverload
-    from exporter._torch_internals import is_make_fx_mode
-    from exporter.trace.patches import direct_pre_dispatch
-
-    handed = []
-    real = library_utils.handle_dispatch_mode
-    monkeypatch.setattr(library_utils, "handle_dispatch_mode", lambda *a, **k: handed.append(a[1]) or real(*a, **k))
-
-    def traced():
-        fn = lambda t: torch.nn.functional.linear(t, t).relu()  # noqa: E731
-        return make_fx(fn, pre_dispatch=True)(torch.randn(2, 2)).code
-
-    plain = traced()
-    assert torch.ops.aten.linear.default in handed
-    get_dispatch = OpOverload._get_dispatch
-    with tracing_patches():
-        handed.clear()
-        with direct_pre_dispatch(lambda mode: False):
-            assert traced() == plain and torch.ops.aten.linear.default in handed
-        handed.clear()
-        with direct_pre_dispatch(is_make_fx_mode):
-            assert traced() == plain and handed == []
-    assert OpOverload._get_dispatch is get_dispatch
-
-
 # -- the garbage collector ----------------------------------------------------------------
 
 
@@ -630,65 +570,3 @@ def test_overlapping_pauses_resume_the_collector_when_the_last_one_ends():
     worker.join(30)
     assert states == [("main out", False), ("other out", True)]
     assert gc.isenabled()
-
-
-# -- the program's graph module ------------------------------------------------------------
-
-
-def _program_module(graph_module):
-    """What ExportedProgram.__init__ wraps ``graph_module``'s graph in, as it calls it."""
-    import torch.export.exported_program as exported_program
-
-    return exported_program._create_graph_module_for_export(graph_module, graph_module.graph)
-
-
-def _has_code(graph_module) -> bool:
-    return "_code" in graph_module.__dict__
-
-
-def test_a_program_made_in_the_block_compiles_its_code_on_first_use_and_torchs_factory_returns_after():
-    import torch.export.exported_program as exported_program
-
-    from exporter.trace.patches import program_code_deferred
-
-    factory = exported_program._create_graph_module_for_export
-    traced = torch.fx.symbolic_trace(torch.nn.Linear(2, 2))
-    with program_code_deferred():
-        with program_code_deferred():  # nested: the inner block's end keeps the outer's factory
-            pass
-        made = _program_module(traced)
-        assert not _has_code(made)
-    assert exported_program._create_graph_module_for_export is factory
-    x = torch.randn(3, 2)
-    torch.testing.assert_close(made(x), traced(x))
-    assert _has_code(made) and "linear" in made.code
-    assert _has_code(_program_module(traced)), "outside the block, torch's own factory"
-
-
-def test_another_threads_programs_compile_at_once_while_the_block_is_open_and_blocks_overlap():
-    import torch.export.exported_program as exported_program
-
-    from exporter.trace.patches import program_code_deferred
-
-    factory = exported_program._create_graph_module_for_export
-    traced = torch.fx.symbolic_trace(torch.nn.Linear(2, 2))
-    inside, leave, made = threading.Event(), threading.Event(), {}
-
-    def other():
-        made["plain"] = _program_module(traced)
-        with program_code_deferred():
-            inside.set()
-            leave.wait(30)
-            made["deferred"] = _program_module(traced)
-
-    with program_code_deferred():
-        worker = threading.Thread(target=other)
-        worker.start()
-        assert inside.wait(30)
-    # this thread's block ended first: the other thread's is still open
-    assert exported_program._create_graph_module_for_export is not factory
-    assert _has_code(_program_module(traced)), "a thread outside every block"
-    leave.set()
-    worker.join(30)
-    assert _has_code(made["plain"]) and not _has_code(made["deferred"])
-    assert exported_program._create_graph_module_for_export is factory

@@ -1,16 +1,16 @@
 """The memo of a trace on symbolic sizes: served calls get exactly what the kernels make,
 and a training-IR export is the same program with and without it."""
 
-import contextlib
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import exporter
-from exporter._torch_internals import DimDynamic, FakeTensorMode, ShapeEnv, StatelessSymbolicContext, lazily_known
-from exporter.trace import patches, tracer
-from exporter.trace.symbolic_memo import SymbolicMemo, layouts_of, memo_key, memoizable, remade
+from exporter._torch_internals import DimDynamic, FakeTensorMode, ShapeEnv, StatelessSymbolicContext
+from exporter._torch_internals.fast import lazily_known
+from exporter.trace.fast import symbolic_memo as memo_module
+from exporter.trace.fast.symbolic_memo import SymbolicMemo, layouts_of, memo_key, memoizable, remade
 from tests.e2e.cases import TRANSFORMER_CASES
 from tests.support import graph_fingerprint
 
@@ -133,32 +133,18 @@ class _Counted(SymbolicMemo):
 def served(monkeypatch):
     """The ops a dynamic trace's memo served, one entry per call it answered."""
     _Counted.served = []
-    monkeypatch.setattr(tracer, "SymbolicMemo", _Counted)
+    monkeypatch.setattr(memo_module, "SymbolicMemo", _Counted)
     return _Counted.served
-
-
-def _computing(fake_mode, **_):
-    return lambda dispatch, func, types, args, kwargs: dispatch(func, types, args, kwargs)
-
-
-@contextlib.contextmanager
-def _without_memo(monkeypatch):
-    """Both memos off: every call computed, every memory format worked out."""
-    with monkeypatch.context() as patch:
-        patch.setattr(tracer, "SymbolicMemo", _computing)
-        patch.setattr(patches, "_memory_formats_remembered", contextlib.nullcontext)
-        yield
 
 
 IRS = pytest.mark.parametrize("ir", ["inference", "training"])
 
 
 def _same_program(model, args, kwargs, spec, ir, monkeypatch):
-    """The program exported with the memos and without them: equal, node by node (every
-    ``val``, ``tensor_meta``, stack trace), with equal ranges."""
-    with_memo = exporter.export(model, args, kwargs, dynamic_shapes=spec, ir=ir)
-    with _without_memo(monkeypatch):
-        without = exporter.export(model, args, kwargs, dynamic_shapes=spec, ir=ir)
+    """The program exported with the memos (every fast path on) and without them (every one
+    off): equal, node by node (every ``val``, ``tensor_meta``, stack trace), with equal ranges."""
+    with_memo = exporter.export(model, args, kwargs, dynamic_shapes=spec, ir=ir, fast_paths=True)
+    without = exporter.export(model, args, kwargs, dynamic_shapes=spec, ir=ir, fast_paths=False)
     assert graph_fingerprint(with_memo.graph_module) == graph_fingerprint(without.graph_module)
     assert with_memo.range_constraints == without.range_constraints
     return with_memo
@@ -312,8 +298,8 @@ def test_transformers_programs_are_the_same_with_and_without_the_memo(case, ir, 
 
 
 def test_memory_formats_are_remembered_per_layout_and_shape_env_version():
-    from exporter._torch_internals import shape_env_version, tensor_meta
-    from exporter.trace.symbolic_memo import memory_formats_remembered
+    from exporter._torch_internals.fast import shape_env_version, tensor_meta
+    from exporter.trace.fast.symbolic_memo import memory_formats_remembered
 
     computed = []
 
@@ -351,7 +337,7 @@ def test_memory_formats_are_remembered_per_layout_and_shape_env_version():
 
 def test_a_failure_of_the_memo_itself_costs_speed_not_the_export(monkeypatch):
     """Should the memo's bookkeeping raise, each call is computed as without the memo."""
-    from exporter.trace import symbolic_memo
+    from exporter.trace.fast import symbolic_memo
 
     model, x = Blocks(), torch.randn(3, 5, 8)
     expected = exporter.export(model, (x,), dynamic_shapes=_spec())
@@ -384,7 +370,7 @@ class _SharedHits(dict):
 @pytest.fixture
 def shared(monkeypatch):
     """An empty shared memo that counts its hits."""
-    from exporter.trace import symbolic_memo
+    from exporter.trace.fast import symbolic_memo
 
     table = _SharedHits()
     _SharedHits.hits = 0
@@ -459,7 +445,7 @@ def test_a_shape_env_that_knows_otherwise_is_not_served(ir, shared, monkeypatch)
 def test_shape_env_facts_change_with_every_guard():
     """torch's own version counter does not move when a guard narrows a range; ours does,
     and the facts differ."""
-    from exporter._torch_internals import shape_env_facts, shape_env_version
+    from exporter._torch_internals.fast import shape_env_facts, shape_env_version
 
     mode = _mode()
     x = _symbolic(mode, 4, 5, 8)
@@ -490,7 +476,7 @@ def test_the_two_irs_do_not_share_layouts(shared, monkeypatch):
 def test_traces_share_nothing_unless_asked(monkeypatch):
     """By default each trace has its own memo: a re-export is the same program, names
     included, whatever the process exported before."""
-    from exporter.trace import symbolic_memo
+    from exporter.trace.fast import symbolic_memo
 
     model, x = Blocks(), torch.randn(3, 5, 8)
     table = _SharedHits()

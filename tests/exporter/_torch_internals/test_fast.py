@@ -1,165 +1,43 @@
-"""Canaries for the private torch APIs exporter leans on: a torch upgrade that moves one fails here first."""
+"""The fast paths' torch pieces: each makes what torch's own machinery makes (fake tensors,
+node metadata, sizes), checked against it on this release."""
 
 import warnings
 
 import torch
 
 from exporter import _torch_internals as internals
-
-
-def test_dispatcher_helpers():
-    linear = torch.ops.aten.linear.default
-    assert "aten::linear" in internals.composite_registrations()
-    assert internals.has_composite_kernel(linear)
-    x, w = torch.randn(2, 3), torch.randn(4, 3)
-    torch.testing.assert_close(internals.call_at_key(linear, internals.COMPOSITE_KEY)(x, w), x @ w.T)
-    internals.clear_dispatch_cache(linear)
-    assert isinstance(linear.py_kernels, dict)
-
-
-def test_compiler_flags_round_trip():
-    saved = internals.compiler_flags()
-    try:
-        internals.set_compiler_flags(True, True)
-        assert torch.compiler.is_compiling() and torch.compiler.is_exporting()
-    finally:
-        internals.set_compiler_flags(*saved)
-    assert internals.compiler_flags() == saved
-
-
-def test_functionalization_helpers():
-    fake_mode, mode = internals.FakeTensorMode(), internals.functional_mode()
-    with internals.enable_python_dispatcher(), fake_mode:
-        x = fake_mode.from_tensor(torch.zeros(3, 4))
-        with mode:
-            written = internals.FunctionalTensor.to_functional(x)
-            written.add_(1)
-            restrided = internals.FunctionalTensor.to_functional(x)
-            restrided.transpose_(0, 1)
-            states = internals.functional_state(written), internals.functional_state(restrided)
-            value = internals.unwrap_functional(restrided)
-    assert states == ((False, False, True), (False, True, False))
-    assert isinstance(value, internals.FakeTensor) and value.shape == (4, 3)
-    assert internals.effect_tokens(mode) == []
-
-
-def test_tracing_helpers():
-    holder = torch.nn.Module()
-    gm = internals.record_module_calls(lambda x: x.relu(), holder, {}, [torch.randn(2)])
-    assert [str(n.target) for n in gm.graph.nodes if n.op == "call_function"] == ["aten.relu.default"]
-    assert isinstance(internals.module_stack_tracer(), type)
-    assert isinstance(internals.uninteresting_files(), set)
-    internals.stack_trace_anchors()  # exists in this torch (empty or not)
-
-
-def test_the_active_trace_and_its_nodes():
-    seen = {}
-
-    def relu(x):
-        y = x.relu()
-        seen["graph"], seen["node"] = internals.traced_graph(), internals.traced_node(y)
-        return y
-
-    gm = internals.record_module_calls(relu, torch.nn.Module(), {}, [torch.randn(2)])
-    assert seen["node"].target is torch.ops.aten.relu.default and seen["node"].graph is seen["graph"]
-    assert seen["graph"] is gm.graph
-    assert internals.traced_graph() is None and internals.traced_node(torch.randn(2)) is None
-
-
-def test_op_implementation_dirs_hold_the_python_op_implementations():
-    import os
-
-    from torch._decomp import decompositions
-
-    dirs = internals.op_implementation_dirs()
-    assert os.path.abspath(decompositions.__file__).startswith(dirs)
-    assert os.path.abspath(internals.fake_impls.__file__).startswith(dirs)
-    assert not os.path.abspath(torch.nn.functional.__file__).startswith(dirs)
-
-
-def test_symbolic_helpers():
-    shape_env = internals.ShapeEnv()
-    mode = internals.FakeTensorMode(shape_env=shape_env)
-    context = internals.StatelessSymbolicContext(
-        dynamic_sizes=[internals.DimDynamic.DYNAMIC], constraint_sizes=[None]
-    )
-    fake = mode.from_tensor(torch.randn(5), symbolic_context=context, source=internals.constant_source("x"))
-    size = fake.shape[0]
-    assert isinstance(size, torch.SymInt)
-    assert internals.raw_expr(size).is_Symbol
-    with mode:
-        made = internals.symbolic_tensor([size])
-    assert made.shape == (1,)
-    assert internals.sym_sqrt(4.0) == 2.0
-
-
-def test_uninteresting_files_are_torch_s_own():
-    import os
-
-    from torch.fx.experimental.symbolic_shapes import uninteresting_files as torch_s
-
-    ours, theirs = internals.uninteresting_files(), torch_s()
-    assert theirs <= ours
-    # The extra files are Dynamo polyfills torch leaves off its list; no export runs them.
-    polyfills = os.path.join(os.path.dirname(torch.__file__), "_dynamo", "polyfills") + os.sep
-    assert all(path.startswith(polyfills) for path in ours - theirs)
-
-
-def test_source_helpers_make_the_sources_shape_env_makes():
-    from torch._dynamo.source import ConstantSource, TensorProperty, TensorPropertySource
-
-    base = internals.constant_source("x")
-    assert base == ConstantSource("x") and base.name == "x"
-    size = internals.size_source(base, 1)
-    assert size == TensorPropertySource(base, TensorProperty.SIZE, 1) and size.name == "x.size()[1]"
-
-
-def test_training_ir_names():
-    assert internals.training_dialect().dialect == "TRAINING"
-    assert internals.SET_GRAD_ENABLED is torch._C._set_grad_enabled
-    assert callable(internals.ENTER_AUTOCAST) and callable(internals.EXIT_AUTOCAST)
+from exporter._torch_internals import fast
 
 
 def test_the_fast_recorders_pieces_of_make_fx():
     graph = torch.fx.Graph()
-    assert internals.node_name_for(graph, "__and__") == "and"  # magic names lose their underscores
-    node = graph.create_node("call_function", torch.ops.aten.max.dim, (), {}, internals.node_name_for(graph, "max"))
+    assert fast.node_name_for(graph, "__and__") == "and"  # magic names lose their underscores
+    node = graph.create_node("call_function", torch.ops.aten.max.dim, (), {}, fast.node_name_for(graph, "max"))
     assert node.name == "max_1"  # the graph avoids a builtin's name
     mode = internals.FakeTensorMode()
     with mode:
         fake = torch.empty(2, 3).t()
-    snapshot = internals.snapshot_fake(fake)
+    snapshot = fast.snapshot_fake(fake)
     assert snapshot is not fake and (snapshot.shape, snapshot.stride()) == (fake.shape, fake.stride())
-    meta = internals.tensor_meta(fake)
+    meta = fast.tensor_meta(fake)
     assert (meta.shape, meta.stride, meta.memory_format) == (torch.Size([3, 2]), (1, 3), None)
     with internals.tracing(internals.TracingContext(mode)):
-        value = internals.fake_value_of(torch.ones(4, 5))
+        value = fast.fake_value_of(torch.ones(4, 5))
     assert isinstance(value, internals.FakeTensor) and value.shape == (4, 5)
-    assert not internals.needs_exact_strides(torch.ops.aten.add.Tensor)
-    assert internals.autograd_would_have_expanded(torch.ops.aten.linear.default, [fake])
-    assert not internals.autograd_would_have_expanded(torch.ops.aten.mm.default, [fake])
-    assert internals.is_compiled_module(torch.fx.symbolic_trace(torch.nn.ReLU()))
-    assert not internals.is_compiled_module(torch.nn.ReLU())
-    before = internals.fx_tracing_flag(True)
-    assert internals.fx_tracing_flag(before) is True
-
-
-def test_autograd_visible_undoes_below_autograd_for_its_block():
-    w = torch.randn(2, 2, requires_grad=True)
-    with internals.below_autograd():
-        assert (w * 2).grad_fn is None
-        with internals.autograd_visible():
-            assert (w * 2).grad_fn is not None
-        assert (w * 2).grad_fn is None
-    with torch.no_grad(), internals.autograd_visible():
-        assert torch.is_grad_enabled()
-    assert torch.is_grad_enabled()
+    assert not fast.needs_exact_strides(torch.ops.aten.add.Tensor)
+    assert fast.autograd_would_have_expanded(torch.ops.aten.linear.default, [fake])
+    assert not fast.autograd_would_have_expanded(torch.ops.aten.mm.default, [fake])
+    assert fast.is_compiled_module(torch.fx.symbolic_trace(torch.nn.ReLU()))
+    assert not fast.is_compiled_module(torch.nn.ReLU())
+    before = fast.fx_tracing_flag(True)
+    assert fast.fx_tracing_flag(before) is True
 
 
 def test_fresh_symint_is_an_equal_size_of_its_own():
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    from exporter._torch_internals import FakeTensorMode, StatelessSymbolicContext, DimDynamic, fresh_symint
+    from exporter._torch_internals import DimDynamic, FakeTensorMode, StatelessSymbolicContext
+    from exporter._torch_internals.fast import fresh_symint
 
     mode = FakeTensorMode(shape_env=ShapeEnv())
     x = mode.from_tensor(torch.randn(3, 4), symbolic_context=StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * 2))
@@ -215,8 +93,8 @@ def test_fake_tensors_made_directly_are_the_ones_torchs_constructor_makes():
             carrying = internals.FakeTensor(mode, torch.empty(3, device="meta"), torch.device("cpu"), real_tensor=real)
         counting = _Counting()
         with counting:  # reaches no mode on the way
-            snapshots = [internals.snapshot_fake(t, include_real=r) for t in (fake, carrying) for r in (False, True)]
-            made = internals.fake_like(mode, (3, 2), (1, 3), torch.float16, torch.device("cpu"), True)
+            snapshots = [fast.snapshot_fake(t, include_real=r) for t in (fake, carrying) for r in (False, True)]
+            made = fast.fake_like(mode, (3, 2), (1, 3), torch.float16, torch.device("cpu"), True)
         assert counting.calls == 0
         expected = [proxy_tensor.snapshot_fake(t, include_real=r) for t in (fake, carrying) for r in (False, True)]
         for ours, theirs in zip(snapshots, expected):
@@ -233,8 +111,8 @@ def test_fake_tensors_made_directly_are_the_ones_torchs_constructor_makes():
         fake = torch.empty(2)
     FakeTensorConfig.debug = True
     try:  # in debug mode each fake tensor records where it was made: torch's constructor does
-        assert hasattr(internals.snapshot_fake(fake), "_debug_trace")
-        assert hasattr(internals.fake_like(mode, (2,), (1,), torch.float32, torch.device("cpu"), False), "_debug_trace")
+        assert hasattr(fast.snapshot_fake(fake), "_debug_trace")
+        assert hasattr(fast.fake_like(mode, (2,), (1,), torch.float32, torch.device("cpu"), False), "_debug_trace")
     finally:
         FakeTensorConfig.debug = False
 
@@ -257,13 +135,13 @@ def test_plain_tensors_are_faked_as_torchs_converter_fakes_them():
     ]
     for t in plain:
         ours_mode, torch_mode = _export_mode(), _export_mode()
-        ours = internals.fake_of_plain_tensor(ours_mode, t)
+        ours = fast.fake_of_plain_tensor(ours_mode, t)
         theirs = torch_mode.from_tensor(t, static_shapes=True)
         assert ours is not None
         _same_fake_of(ours, theirs)
         assert ours.untyped_storage().nbytes() == theirs.untyped_storage().nbytes()
         assert ours_mode.from_tensor(t, static_shapes=True) is ours  # in the converter's memo
-        assert internals.fake_of_plain_tensor(ours_mode, t) is None  # converted: the memo answers
+        assert fast.fake_of_plain_tensor(ours_mode, t) is None  # converted: the memo answers
 
     with torch.inference_mode():
         inference = torch.ones(2)
@@ -285,7 +163,7 @@ def test_plain_tensors_are_faked_as_torchs_converter_fakes_them():
         quantized,
     ]
     for t in not_plain:
-        assert internals.fake_of_plain_tensor(_export_mode(), t) is None, t
+        assert fast.fake_of_plain_tensor(_export_mode(), t) is None, t
 
 
 def _same_fake_of(ours, theirs):
@@ -303,8 +181,8 @@ def test_tensors_converted_after_a_plain_one_alias_it_as_torchs_converter_aliase
     weight = torch.randn(4, 4)
     shares = weight.detach()  # the same storage, not a view
     mode = _export_mode()
-    fake = internals.fake_of_plain_tensor(mode, weight)
-    assert internals.fake_of_plain_tensor(mode, shares) is None  # its storage was converted
+    fake = fast.fake_of_plain_tensor(mode, weight)
+    assert fast.fake_of_plain_tensor(mode, shares) is None  # its storage was converted
     for other in (shares, weight.t(), weight[1:]):
         converted = mode.from_tensor(other, static_shapes=True)
         assert converted.untyped_storage()._cdata == fake.untyped_storage()._cdata
@@ -319,7 +197,7 @@ def test_a_fake_tensor_over_a_storage_is_the_fake_modes_view_result_below_autogr
         base = torch.empty(4, 6)
         with torch._C._AutoDispatchBelowADInplaceOrView():
             theirs = torch.ops.aten.transpose.int(base[1:], 0, 1)
-    ours = internals.fake_over(mode, base, (6, 3), (1, 6), 6, torch.float32, torch.device("cpu"), False)
+    ours = fast.fake_over(mode, base, (6, 3), (1, 6), 6, torch.float32, torch.device("cpu"), False)
     _same_fake(ours, theirs)
     assert ours.untyped_storage()._cdata == theirs.untyped_storage()._cdata == base.untyped_storage()._cdata
 
@@ -355,13 +233,13 @@ def test_views_and_fresh_tensors_made_directly_on_symbolic_sizes_are_the_kernels
         as_ints = torch.ops.aten.view.dtype(x, torch.int32)
     cpu = torch.device("cpu")
     for theirs in (view, sliced):
-        ours = internals.fake_over(mode, x, theirs.shape, theirs.stride(), theirs.storage_offset(), x.dtype, cpu, False)
+        ours = fast.fake_over(mode, x, theirs.shape, theirs.stride(), theirs.storage_offset(), x.dtype, cpu, False)
         assert _exprs(ours) == _exprs(theirs)
         assert ours.untyped_storage()._cdata == x.untyped_storage()._cdata
         assert torch._C._dispatch_keys(ours) == torch._C._dispatch_keys(theirs) and ours.__dict__.keys() == theirs.__dict__.keys()
-    retyped = internals.fake_over(mode, x, as_ints.shape, as_ints.stride(), 0, torch.int32, cpu, False)
+    retyped = fast.fake_over(mode, x, as_ints.shape, as_ints.stride(), 0, torch.int32, cpu, False)
     assert _exprs(retyped) == _exprs(as_ints)
-    fresh = internals.fake_fresh(mode, added.numel(), added.shape, added.stride(), added.dtype, cpu)
+    fresh = fast.fake_fresh(mode, added.numel(), added.shape, added.stride(), added.dtype, cpu)
     assert _exprs(fresh) == _exprs(added)
     assert fresh.untyped_storage()._cdata != x.untyped_storage()._cdata
 
@@ -374,7 +252,7 @@ def test_symint_of_makes_a_size_of_the_given_shape_env():
     x = mode.from_tensor(torch.randn(3, 5), symbolic_context=StatelessSymbolicContext(
         dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.DYNAMIC]))
     rows, cols = x.shape
-    size = internals.symint_of(mode.shape_env, (rows * cols + 2).node.expr, 17)
+    size = fast.symint_of(mode.shape_env, (rows * cols + 2).node.expr, 17)
     assert size.node.shape_env is mode.shape_env
     assert size.node.expr == (rows * cols + 2).node.expr
     assert size.node.hint == 17 and int(size) == 17
@@ -390,25 +268,16 @@ def test_lazily_known_tells_answers_held_without_computing_them():
     with mode:
         scaled = x * 2.5  # the kernel works out its result's contiguity
         squashed = torch.sigmoid(x)  # this one does not
-    made = internals.fake_contiguous(mode, tuple(x.shape), torch.float32, torch.device("cpu"))
-    assert internals.lazily_known(scaled)[1] == ""
-    assert internals.lazily_known(squashed)[1] != ""
-    assert internals.lazily_known(made)[1] == ""  # empty(shape) holds it too
+    made = fast.fake_contiguous(mode, tuple(x.shape), torch.float32, torch.device("cpu"))
+    assert fast.lazily_known(scaled)[1] == ""
+    assert fast.lazily_known(squashed)[1] != ""
+    assert fast.lazily_known(made)[1] == ""  # empty(shape) holds it too
     guards = len(mode.shape_env.guards)
     for _ in range(2):  # asking computes nothing: the answer is still not held
-        assert internals.lazily_known(squashed)[1] != ""
+        assert fast.lazily_known(squashed)[1] != ""
     assert len(mode.shape_env.guards) == guards
     assert made.shape == x.shape and made.stride() == x.stride() and made.is_contiguous()
     # a symbolic element count, once worked out, is held (only wrapped on its way out)
-    assert internals.lazily_known(squashed)[0] != ""
+    assert fast.lazily_known(squashed)[0] != ""
     assert isinstance(squashed.numel(), torch.SymInt)
-    assert internals.lazily_known(squashed)[0] == ""
-
-
-def test_outside_pre_dispatch_excludes_the_pre_dispatch_key_for_the_block():
-    from exporter._torch_internals import PRE_DISPATCH, outside_pre_dispatch
-
-    assert not torch._C._dispatch_tls_is_dispatch_key_excluded(PRE_DISPATCH)
-    with outside_pre_dispatch():
-        assert torch._C._dispatch_tls_is_dispatch_key_excluded(PRE_DISPATCH)
-    assert not torch._C._dispatch_tls_is_dispatch_key_excluded(PRE_DISPATCH)
+    assert fast.lazily_known(squashed)[0] == ""

@@ -35,44 +35,48 @@ import contextlib
 import operator
 import sys
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from .._torch_internals import (
+from ..._torch_internals import (
+    is_view,
     COMPOSITE_KEY,
     PRE_DISPATCH,
-    PROXY_MODE_KEY,
     FakeTensor,
     OpOverload,
+    TorchDispatchMode,
+    enable_python_dispatcher,
+    has_composite_kernel,
+    outside_pre_dispatch,
+)
+from ..._torch_internals.fast import (
+    storage_key,
+    PROXY_MODE_KEY,
     PreDispatchTorchFunctionMode,
     ProxyTorchDispatchMode,
-    TorchDispatchMode,
     active_fake_mode,
     autograd_would_have_expanded,
     default_device,
-    enable_python_dispatcher,
     fake_cache_would_serve,
     fake_like,
     fake_over,
     fake_value_of,
     graph_module_of,
-    has_composite_kernel,
     is_compiled_module,
     needs_exact_strides,
     node_name_for,
-    outside_pre_dispatch,
     snapshot_fake,
     tensor_meta,
-    traced_graph as make_fx_graph,
-    traced_node as make_fx_node,
 )
-from .patches import NodeHook, direct_pre_dispatch, fast_recording
-from .stacks import user_stack_trace
+from ..active import recording
+from ..patches import NodeHook
+from ..stacks import user_stack_trace
+from .patches import direct_pre_dispatch as handed_straight_to, fast_recording
 from .symbolic_memo import forget_shared, memoizable
 
-__all__ = ["CannotRecord", "Recorder", "forget_fake_results", "record", "traced_graph", "traced_node"]
+__all__ = ["CannotRecord", "Recorder", "TrainingRecorder", "forget_fake_results", "record"]
 
 _DEVICE = torch.ops.prim.device.default
 _META = torch.device("meta")
@@ -164,6 +168,11 @@ class Recorder(TorchDispatchMode):
             seen.add(id(module))
             cls = type(module)
             self._paths[id(module)] = (name, f"{cls.__module__}.{cls.__qualname__}")
+
+    def node_of(self, value: Any) -> torch.fx.Node | None:
+        """The node holding ``value``'s current value, if this trace produced it."""
+        entry = self._nodes.get(id(value))
+        return entry[1] if entry is not None and entry[0]() is value else None
 
     # -- refusing ------------------------------------------------------------------------
 
@@ -273,7 +282,7 @@ class Recorder(TorchDispatchMode):
         if func is not _UNSAFE_VIEW and not fake_cache_would_serve(self.fake_mode, func, args, kwargs):
             return None
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
-        storages = {t.untyped_storage()._cdata for t in tensors}
+        storages = {storage_key(t) for t in tensors}
         outputs = out if type(out) is tuple else (out,)
         layouts = []
         for o in outputs:
@@ -282,19 +291,19 @@ class Recorder(TorchDispatchMode):
             if o.layout is not torch.strided or o.is_conj() or o.is_neg():
                 return None
             layout = (tuple(o.shape), o.stride(), o.dtype, o.fake_device, o.requires_grad)
-            storage = o.untyped_storage()._cdata
+            storage = storage_key(o)
             if aliasing:
                 # Below autograd a view's fake result is a tensor over its one tensor
                 # argument's storage (autograd, above, makes it a view), as the fake cache
                 # makes it on a hit; so is ``_unsafe_view``'s.
                 viewed = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
-                if len(viewed) != 1 or len(tensors) != 1 or storage != args[viewed[0]].untyped_storage()._cdata:
+                if len(viewed) != 1 or len(tensors) != 1 or storage != storage_key(args[viewed[0]]):
                     return None
                 layout = (*layout, o.storage_offset(), viewed[0])
             elif o.storage_offset() != 0 or storage in storages:
                 return None
             remade = self._remade_one(layout, args)
-            if _description(remade) != _description(o) or (aliasing and remade.untyped_storage()._cdata != storage):
+            if _description(remade) != _description(o) or (aliasing and storage_key(remade) != storage):
                 return None
             layouts.append(layout)
         return (type(out) is tuple, tuple(layouts))
@@ -550,7 +559,7 @@ def _description(t: FakeTensor) -> tuple:
     """Everything about a fake tensor the memo's remade results must match."""
     return (
         t.shape, t.stride(), t.storage_offset(), t.dtype, t.fake_device, t.requires_grad, t.is_inference(),
-        t._is_view(), t.untyped_storage().nbytes(), t.is_contiguous(), type(t),
+        is_view(t), t.untyped_storage().nbytes(), t.is_contiguous(), type(t),
     )
 
 
@@ -564,10 +573,6 @@ def _input_val(arg: Any) -> Any:
     return fake_value_of(val)
 
 
-_ACTIVE: list[Recorder] = []
-"""The recorder tracing now, if any (exports run one at a time, under EXPORT_LOCK)."""
-
-
 def record(
     fn: Callable[..., Sequence[Any]],
     root: torch.nn.Module,
@@ -576,11 +581,13 @@ def record(
     shape_env: Any,
     *,
     training: bool = False,
+    direct_pre_dispatch: bool = True,
 ) -> torch.fx.GraphModule:
     """The graph of ``fn(*inputs)`` (flat inputs, flat outputs) as make_fx would record it
     with ``root``'s module stack, or ``CannotRecord``.  Runs inside the fake mode whose
     ShapeEnv is ``shape_env``.  ``training``: as make_fx with ``pre_dispatch=True`` records it
-    (torch.export's training IR)."""
+    (torch.export's training IR), its pre-dispatch calls handed to the recorder
+    directly (``patches.direct_pre_dispatch``) unless ``direct_pre_dispatch`` is False."""
     recorder = (TrainingRecorder if training else Recorder)(root, on_node, shape_env)
     recorder.fake_mode = active_fake_mode()
     if recorder.fake_mode is not None:
@@ -588,10 +595,10 @@ def record(
     for i, value in enumerate(inputs):
         recorder.placeholder(i, value)
     with contextlib.ExitStack() as modes:
-        modes.enter_context(_active(recorder))
+        modes.enter_context(recording(recorder))
         modes.enter_context(fast_recording(recorder.call_module, recorder.on_hop))
-        if training:
-            modes.enter_context(direct_pre_dispatch(lambda mode: mode is recorder))
+        if training and direct_pre_dispatch:
+            modes.enter_context(handed_straight_to(lambda mode: mode is recorder))
             # as make_fx enters them: per-key modes need the Python dispatcher
             modes.enter_context(enable_python_dispatcher())
             modes.enter_context(_GradRegions(recorder))
@@ -633,27 +640,3 @@ def forget_fake_results() -> None:
     memo's shared part too."""
     _MEMOS.clear()
     forget_shared()
-
-
-@contextlib.contextmanager
-def _active(recorder: Recorder) -> Iterator[None]:
-    _ACTIVE.append(recorder)
-    try:
-        yield
-    finally:
-        _ACTIVE.pop()
-
-
-def traced_graph() -> torch.fx.Graph | None:
-    """The graph the active trace (the recorder's or make_fx's) is recording, if one is."""
-    if _ACTIVE and _ACTIVE[-1].refused is None:
-        return _ACTIVE[-1].graph
-    return make_fx_graph()
-
-
-def traced_node(value: torch.Tensor) -> torch.fx.Node | None:
-    """The node of the active trace that produced ``value`` (a fake tensor), if it saw it."""
-    if _ACTIVE:
-        entry = _ACTIVE[-1]._nodes.get(id(value))
-        return entry[1] if entry is not None and entry[0]() is value else None
-    return make_fx_node(value)

@@ -54,20 +54,25 @@ from typing import Any, NamedTuple
 import torch
 import torch.utils._pytree as pytree
 
-from .._torch_internals import (
+from ..._torch_internals import (
+    is_view,
+    schema_of,
     FakeTensor,
     FakeTensorMode,
     OpOverload,
+    free_unbacked_symbols,
+    has_effects,
+    is_builtin_op,
+    raw_expr,
+)
+from ..._torch_internals.fast import (
+    storage_key,
     fake_contiguous,
     fake_fresh,
     fake_like,
     fake_over,
-    free_unbacked_symbols,
     fresh_symint,
-    has_effects,
-    is_builtin_op,
     lazily_known,
-    raw_expr,
     shape_env_facts,
     shape_env_version,
     symint_of,
@@ -88,7 +93,7 @@ _UNSEEN = object()
 def memoizable(func: OpOverload) -> bool:
     """Ops whose fake results a memo may serve: built-in, writing nothing, with no side
     effect, returning one or more plain tensors (a view: one), of no data-dependent size."""
-    schema = func._schema
+    schema = schema_of(func)
     if schema.is_mutable or not schema.returns or any(str(r.type) != "Tensor" for r in schema.returns):
         return False
     if func.is_view and len(schema.returns) != 1:
@@ -200,7 +205,7 @@ def _layouts(out, sizes: list, args: tuple, kwargs: dict, view_of: int | None, f
     object: make_fx tracks each size object once) or as a size to copy."""
     outputs = out if isinstance(out, tuple) else (out,)
     inputs = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-    storages = {t.untyped_storage()._cdata for t in inputs}
+    storages = {storage_key(t) for t in inputs}
     positions = {}
     for i, size in enumerate(sizes):
         positions.setdefault(id(size.node), i)
@@ -214,10 +219,10 @@ def _layouts(out, sizes: list, args: tuple, kwargs: dict, view_of: int | None, f
     layouts = []
     for t in outputs:
         # (no data-dependent size: ``layouts_of`` described every output first)
-        if not isinstance(t, torch.Tensor) or t._is_view() or t.requires_grad or t.layout is not torch.strided:
+        if not isinstance(t, torch.Tensor) or is_view(t) or t.requires_grad or t.layout is not torch.strided:
             return None
         if view_of is None:
-            if t.untyped_storage()._cdata in storages or _size_key(t.storage_offset()) != 0:
+            if storage_key(t) in storages or _size_key(t.storage_offset()) != 0:
                 return None
             where = ("flat", recipe(t.numel())) if flat else ("strided", None)
         else:
@@ -283,7 +288,7 @@ def _description(t: torch.Tensor, sizes: list) -> tuple:
         tuple(_size_key(n) for n in t.stride()),
         _size_key(t.storage_offset()),
         _size_key(t.untyped_storage().nbytes()),
-        t.dtype, t.device, type(t), t.requires_grad, t.is_inference(), t._is_view(),
+        t.dtype, t.device, type(t), t.requires_grad, t.is_inference(), is_view(t),
         # which answers it already holds: one that does not makes make_fx record the
         # arithmetic when the model asks, and the program's node names move
         lazily_known(t),
@@ -321,7 +326,7 @@ def unchecked_layouts(out, sizes: list, args: tuple, kwargs: dict, fake_mode: Fa
         len(tensors) == 1
         and len(outputs) == 1
         and not any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(kwargs))
-        and outputs[0].untyped_storage()._cdata == args[tensors[0]].untyped_storage()._cdata
+        and storage_key(outputs[0]) == storage_key(args[tensors[0]])
     ):
         view_of = tensors[0]
     layouts = _layouts(out, sizes, args, kwargs, view_of, view_of is None)

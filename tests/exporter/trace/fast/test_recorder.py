@@ -2,7 +2,7 @@
 
 Differential: every static model of the e2e corpus and of the parity corpus (ported from
 torch's own export tests) is traced twice, by the recorder and by make_fx alone
-(``use_recorder=False``), and the two graphs must agree on every node: name, target,
+(every fast path off, ``FastPaths()``), and the two graphs must agree on every node: name, target,
 arguments, stack trace, module stack, value and every other metadata entry.  The same
 holds for the training IR (``training=True``: the recorder in make_fx's pre-dispatch slot
 against make_fx with ``pre_dispatch=True``).
@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 
+import attrs
 import pytest
 import torch
 
@@ -20,10 +21,15 @@ import exporter
 from exporter.inputs import bind_inputs
 from exporter.trace import trace
 from exporter._torch_internals import FakeTensor
-from exporter.trace.recorder import CannotRecord, forget_fake_results, traced_graph, traced_node
+from exporter.trace.active import traced_graph, traced_node
+from exporter.trace.fast import FastPaths
+from exporter.trace.fast.recorder import CannotRecord, forget_fake_results
 from tests.e2e.cases import CASES, TRANSFORMER_CASES
 from tests.parity.run import load
 from tests.support import graph_fingerprint
+
+ON, OFF = FastPaths.resolve(True), FastPaths()
+"""Every fast path on (also on a release where they are not proven), and every one off."""
 
 PARITY_STATIC = [c for c in load() if c.dynamic_shapes is None]
 
@@ -31,8 +37,8 @@ PARITY_STATIC = [c for c in load() if c.dynamic_shapes is None]
 def _both(model: torch.nn.Module, args, kwargs, training: bool = False):
     bound = bind_inputs(model, args, kwargs)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    recorded = trace(model, bound, training=training)
-    by_make_fx = trace(model, bound, use_recorder=False, training=training)
+    recorded = trace(model, bound, training=training, fast=ON)
+    by_make_fx = trace(model, bound, fast=OFF, training=training)
     after = model.state_dict()
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
     return recorded, by_make_fx
@@ -58,12 +64,12 @@ def test_parity_graphs_equal_make_fx(case, training):
     model = case.model()
     args, kwargs = case.inputs()
     try:
-        by_make_fx = trace(model, bind_inputs(model, args, kwargs), use_recorder=False, training=training)
+        by_make_fx = trace(model, bind_inputs(model, args, kwargs), fast=OFF, training=training)
     except Exception as e:  # the case fails in make_fx too: the recorder must fail alike
         with pytest.raises(type(e)):
-            trace(model, bind_inputs(model, args, kwargs), training=training)
+            trace(model, bind_inputs(model, args, kwargs), training=training, fast=ON)
         return
-    recorded = trace(model, bind_inputs(model, args, kwargs), training=training)
+    recorded = trace(model, bind_inputs(model, args, kwargs), training=training, fast=ON)
     assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
 
 
@@ -180,9 +186,9 @@ def test_a_model_error_is_reported_as_make_fx_reports_it(model):
     """A model that raises is traced again by make_fx: its report is the one users know."""
     bound = bind_inputs(model, (torch.randn(2, 4),), None)
     with pytest.raises(Exception) as recorded:
-        trace(model, bound)
+        trace(model, bound, fast=ON)
     with pytest.raises(Exception) as by_make_fx:
-        trace(model, bound, use_recorder=False)
+        trace(model, bound, fast=OFF)
     assert type(recorded.value) is type(by_make_fx.value)
     assert str(recorded.value) == str(by_make_fx.value)
     assert isinstance(recorded.value, exporter.ExportError)
@@ -208,7 +214,7 @@ def test_traced_node_and_graph_see_the_recording():
             seen["node"] = traced_node(y)
             return y * 2
 
-    state = trace(Looks(), bind_inputs(Looks(), (torch.randn(2),), None))
+    state = trace(Looks(), bind_inputs(Looks(), (torch.randn(2),), None), fast=ON)
     assert seen["graph"] is state.gm.graph
     assert seen["node"].target is torch.ops.aten.add.Tensor
     assert traced_graph() is None
@@ -231,7 +237,7 @@ def test_other_threads_calling_modules_do_not_enter_the_module_stack():
             done.wait(30)
             return self.lin(x)
 
-    state = trace(Waits(), bind_inputs(Waits(), (torch.randn(2, 3),), None))
+    state = trace(Waits(), bind_inputs(Waits(), (torch.randn(2, 3),), None), fast=ON)
     assert results and results[0].shape == (1, 3)
     keys = {k for n in state.gm.graph.nodes for k in n.meta.get("nn_module_stack", {})}
     assert keys == {"", "lin"}
@@ -376,14 +382,16 @@ def test_pre_dispatch_calls_reach_the_training_trace_without_torchs_per_call_ker
 
     monkeypatch.setattr(library_utils, "handle_dispatch_mode", counted)
     model, x = Regions(), torch.randn(2, 3)
-    recorded = trace(model, bind_inputs(model, (x,), None), training=True)
+    recorded = trace(model, bind_inputs(model, (x,), None), training=True, fast=ON)
     assert not why_make_fx and handed == []
-    by_make_fx = trace(model, bind_inputs(model, (x,), None), use_recorder=False, training=True)
+    by_make_fx = trace(model, bind_inputs(model, (x,), None), fast=attrs.evolve(ON, recorder=False), training=True)
     assert handed == []
     assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
     assert OpOverload._get_dispatch is get_dispatch
+    trace(model, bind_inputs(model, (x,), None), fast=OFF, training=True)
+    assert torch.ops.aten.linear.default in handed  # the plain path takes torch's kernel
 
-    trace(Vmapped(), bind_inputs(Vmapped(), (x,), None), training=True)  # refused: make_fx traces
+    trace(Vmapped(), bind_inputs(Vmapped(), (x,), None), training=True, fast=ON)  # refused: make_fx traces
     assert why_make_fx and OpOverload._get_dispatch is get_dispatch
     with pytest.raises(exporter.ExportError):
         exporter.export(FailsOnFakeTensors(), (x,), ir="training")
@@ -433,10 +441,10 @@ def test_device_queries_are_answered_by_the_recorder_as_the_fake_mode_answers_th
     model = AsksDevices().to(device)
     x = torch.randn(2, 3, device=device)
     asked = _fake_dispatches(monkeypatch, lambda func: func is torch.ops.prim.device.default)
-    recorded = trace(model, bind_inputs(model, (x,), None), training=training)
+    recorded = trace(model, bind_inputs(model, (x,), None), training=training, fast=ON)
     assert training or not asked
     asked.clear()
-    by_make_fx = trace(model, bind_inputs(model, (x,), None), use_recorder=False, training=training)
+    by_make_fx = trace(model, bind_inputs(model, (x,), None), fast=OFF, training=training)
     assert asked, "make_fx's trace asks the fake mode"
     assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
     assert recorded.gm.graph.output_node().args[0][-1] == device
@@ -452,7 +460,7 @@ def fake_calls(monkeypatch):
 
 
 def _recorder_in(mode):
-    from exporter.trace.recorder import Recorder
+    from exporter.trace.fast.recorder import Recorder
 
     recorder = Recorder(torch.nn.Module(), None)
     recorder.fake_mode = mode
@@ -522,7 +530,7 @@ def test_the_memo_serves_nothing_that_could_differ(fake_calls):
         for _ in range(2):
             recorder._served(add, (foreign, 1), {})
     assert fake_calls.count(add) == 2
-    from exporter.trace.symbolic_memo import memoizable as _memoizable
+    from exporter.trace.fast.symbolic_memo import memoizable as _memoizable
 
     assert not _memoizable(nonzero) and not _memoizable(torch.ops.aten.add_.Tensor)
 
@@ -542,11 +550,11 @@ class Layers(torch.nn.Module):
 def test_layers_repeating_calls_are_served_and_the_graph_is_make_fxs(fake_calls):
     model, x = Layers(), torch.randn(3, 8)
     forget_fake_results()
-    recorded = trace(model, bind_inputs(model, (x,), None))
+    recorded = trace(model, bind_inputs(model, (x,), None), fast=ON)
     # the first layer's input requires no grad and the later layers' do: two first calls
     assert fake_calls.count(torch.ops.aten.linear.default) == 2, fake_calls
     assert fake_calls.count(torch.ops.aten.relu.default) == 1, fake_calls
-    by_make_fx = trace(model, bind_inputs(model, (x,), None), use_recorder=False)
+    by_make_fx = trace(model, bind_inputs(model, (x,), None), fast=OFF)
     assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
     program = exporter.export(model, (x,))
     torch.testing.assert_close(program.module()(x), model(x))
@@ -557,11 +565,11 @@ def test_later_traces_are_served_what_earlier_ones_computed(fake_calls):
     linear, relu, transpose = torch.ops.aten.linear.default, torch.ops.aten.relu.default, torch.ops.aten.transpose.int
     model, x = Layers(), torch.randn(3, 8)
     forget_fake_results()
-    first = trace(model, bind_inputs(model, (x,), None))
+    first = trace(model, bind_inputs(model, (x,), None), fast=ON)
     assert fake_calls.count(linear) == 2 and fake_calls.count(relu) == 1  # (x requires no grad, then does)
     assert fake_calls.count(transpose) == 2  # (3, 8) -> (8, 3), and back
     fake_calls.clear()
-    again = trace(model, bind_inputs(model, (x,), None))
+    again = trace(model, bind_inputs(model, (x,), None), fast=ON)
     assert fake_calls.count(linear) == fake_calls.count(relu) == fake_calls.count(transpose) == 0, fake_calls
     assert graph_fingerprint(again.gm) == graph_fingerprint(first.gm)
     program = exporter.export(model, (x,))  # served throughout
@@ -576,7 +584,7 @@ def test_later_traces_are_served_what_earlier_ones_computed(fake_calls):
     assert fake_calls.count(linear) == 2
     forget_fake_results()
     fake_calls.clear()
-    trace(model, bind_inputs(model, (x,), None))
+    trace(model, bind_inputs(model, (x,), None), fast=ON)
     assert fake_calls.count(linear) == 2
 
 
@@ -606,7 +614,7 @@ def test_training_traces_are_served_below_autograd_and_keep_its_answers(fake_cal
     assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
     assert "relu" in str(recorded.gm.code) and "sigmoid" not in str(recorded.gm.code)
     fake_calls.clear()
-    again = trace(model, bind_inputs(model, (x,), None), training=True)
+    again = trace(model, bind_inputs(model, (x,), None), training=True, fast=ON)
     assert fake_calls.count(addmm) == 0, fake_calls
     assert graph_fingerprint(again.gm) == graph_fingerprint(by_make_fx.gm)
     program = exporter.export(model, (x,), ir="training")
@@ -635,7 +643,7 @@ def test_unsafe_view_is_served_below_autograd_over_its_arguments_storage(fake_ca
     recorded, by_make_fx = _both(model, (x,), None, training=True)
     assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
     fake_calls.clear()
-    again = trace(model, bind_inputs(model, (x,), None), training=True)
+    again = trace(model, bind_inputs(model, (x,), None), training=True, fast=ON)
     assert unsafe_view not in fake_calls, fake_calls  # three layers, every call served
     assert graph_fingerprint(again.gm) == graph_fingerprint(by_make_fx.gm)
     program = exporter.export(model, (x,), ir="training")
@@ -693,25 +701,25 @@ def test_what_autograd_function_apply_asks_below_autograd_is_not_recorded(fake_c
 
 
 def test_the_shared_memo_starts_over_past_its_limit(monkeypatch):
-    from exporter.trace import recorder as recorder_module
+    from exporter.trace.fast import recorder as recorder_module
 
     model, x = Layers(), torch.randn(3, 8)
     forget_fake_results()
-    trace(model, bind_inputs(model, (x,), None))
+    trace(model, bind_inputs(model, (x,), None), fast=ON)
     (memo,) = recorder_module._MEMOS.values()
     assert 1 < len(memo) < 60
     monkeypatch.setattr(recorder_module, "_MEMO_LIMIT", len(memo) - 1)
-    recorded = trace(model, bind_inputs(model, (x,), None))
+    recorded = trace(model, bind_inputs(model, (x,), None), fast=ON)
     (fresh,) = recorder_module._MEMOS.values()
     assert fresh is not memo and len(fresh) == len(memo)  # one trace's worth again
-    by_make_fx = trace(model, bind_inputs(model, (x,), None), use_recorder=False)
+    by_make_fx = trace(model, bind_inputs(model, (x,), None), fast=OFF)
     assert graph_fingerprint(recorded.gm) == graph_fingerprint(by_make_fx.gm)
 
 
 def test_the_recorders_dispatch_is_not_wrapped_for_dynamo():
     """torch wraps a mode's __torch_dispatch__ so Dynamo never compiles inside it; no Dynamo
     frame is active in a trace, and the recorder opts out of that per-op cost."""
-    from exporter.trace.recorder import Recorder, TrainingRecorder, _ServedBelowAutograd
+    from exporter.trace.fast.recorder import Recorder, TrainingRecorder, _ServedBelowAutograd
 
     for cls in (Recorder, TrainingRecorder, _ServedBelowAutograd):
         dispatch = cls.__torch_dispatch__
