@@ -4,12 +4,12 @@ Run from the repository root (one job: keep the other core free for timing bench
 
     nice -n 10 python benchmarks/recorder_zoo.py --fast --jobs 1            # 8 models
     nice -n 10 python benchmarks/recorder_zoo.py --jobs 1 --only bert,gpt2,llama,t5
-    timeout 4200 nice -n 10 python benchmarks/recorder_zoo.py --jobs 1 --budget 4000 --json /tmp/recorder_zoo.json
+    timeout 4200 nice -n 10 python benchmarks/recorder_zoo.py --jobs 1 --budget 4000 --json recorder_zoo.json
     nice -n 10 python benchmarks/recorder_zoo.py --jobs 1 --ir training   # the training IR
 
 ``exporter.trace.trace`` records a static trace with the fast recorder
 (``exporter/trace/fast/recorder.py``) and hands make_fx whatever the recorder refuses;
-``use_recorder=False`` traces with make_fx only. The two must record the same program,
+``fast=FastPaths()`` (every fast path off) traces with make_fx only. The two must record the same program,
 which ``tests/exporter/trace/test_recorder.py`` checks on the test corpora; this script
 checks it on every model of ``zoo.py``'s zoo (built as ``zoo.py`` builds them, tiny random
 weights, no downloads). Each model is traced both ways and classed as:
@@ -73,10 +73,11 @@ import zoo_models
 
 from exporter.inputs import bind_inputs
 from exporter.trace import trace
+from exporter.trace.fast import FastPaths
 from tests.support import graph_fingerprint
 
 TOOLS = ("recorder", "make_fx")
-USE_RECORDER = {"recorder": True, "make_fx": False}
+FAST = {"recorder": FastPaths.resolve(True), "make_fx": FastPaths()}
 CLASSES = ("same", "functionalized", "DIFFERENT", "both fail", "one fails", "not built")
 """The summary's order; ``refused:<reason>`` classes go after ``functionalized``."""
 TRACER_LOGGER = "exporter.trace.tracer"
@@ -149,7 +150,7 @@ def run_trace(tool: str, built: zoo_models.Built, options: dict[str, Any]) -> Tr
         with _tracer_log() as messages:
             start = time.perf_counter()
             try:
-                state = trace(model, bound, use_recorder=USE_RECORDER[tool], training=options.get("ir") == "training")
+                state = trace(model, bound, fast=FAST[tool], training=options.get("ir") == "training")
             except Exception as e:  # noqa: BLE001 - a failing trace is an outcome
                 seconds = time.perf_counter() - start
                 if result is None:
@@ -381,8 +382,8 @@ def warm_up() -> None:
     model = Tiny().eval()
     for write in (False, True):
         bound = bind_inputs(model, (torch.randn(2, 4),), {"write": write})
-        for use_recorder in (True, False):
-            graph_fingerprint(trace(model, bound, use_recorder=use_recorder).gm)
+        for fast in FAST.values():
+            graph_fingerprint(trace(model, bound, fast=fast).gm)
 
 
 class _Stop(Exception):

@@ -4,7 +4,7 @@ Run from the repository root:
 
     python benchmarks/zoo.py --fast                         # 8 models, about a minute
     python benchmarks/zoo.py --only llama,bert,whisper --jobs 2
-    nice python benchmarks/zoo.py --json /tmp/zoo/full.json --markdown /tmp/zoo/full.md
+    nice python benchmarks/zoo.py --json zoo-full.json --markdown zoo-full.md
     python benchmarks/zoo.py --only gpt2 --exporter-kwargs '{"draft": true}' --tool exporter
     python benchmarks/zoo.py --classes first --exporter-kwargs '{"ir": "training"}'
     python benchmarks/zoo.py --classes first --dynamic --jobs 2  # batch and sequence Dim.AUTO

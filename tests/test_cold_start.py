@@ -129,12 +129,12 @@ def test_the_command_line_imports_compilers_only_where_torch_does(argv, tmp_path
 
 @pytest.mark.xfail(
     strict=True,
-    reason="torch 2.13's FakeTensorMode and ShapeEnv import Dynamo when they are created (TORCH_IMPORTS_DYNAMO)",
+    reason="torch 2.13-2.15's FakeTensorMode and ShapeEnv import Dynamo when they are created (TORCH_IMPORTS_DYNAMO)",
 )
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 def test_an_export_imports_no_compiler(dynamic, tmp_path):
-    """The issue's target; when torch stops importing Dynamo here this passes, and the strict
-    xfail makes it fail until the marker is removed."""
+    """What a cold export should import; when torch stops importing Dynamo here this passes,
+    and the strict xfail makes it fail until the marker is removed."""
     first = _first_imports(_export_body(tmp_path, dynamic), tmp_path)
     assert "torch._dynamo" not in first and "torch._inductor" not in first
 
@@ -142,7 +142,7 @@ def test_an_export_imports_no_compiler(dynamic, tmp_path):
 # Dynamo's Source classes are needed only for dynamic shapes, where torch's ShapeEnv imports
 # them itself; these functions of exporter._torch_internals may import them, nothing else may.
 _MAY_IMPORT_DYNAMO = {"size_source", "constant_source"}
-# the --aoti wrappers (issue 11): AOTInductor, imported only when a package is asked for
+# the --aoti wrappers: AOTInductor, imported only when a package is asked for
 _MAY_IMPORT_INDUCTOR = {"aoti_compile_package", "aoti_load_package"}
 _COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch.export._trace", "torch._functorch.aot_autograd")
 

@@ -32,7 +32,7 @@ from .settings import CheckSettings, ExportSettings
 from .shard import parse_shard
 from .workers import DEFAULT_TIMEOUT, parse_timeout
 
-__all__ = ["main"]
+__all__ = ["main", "parsers"]
 
 _EXAMPLE_INPUTS_HELP = (
     "example inputs: shorthand in torch's notation, positional then name=keyword, e.g. "
@@ -210,6 +210,12 @@ def _merge_parser() -> argparse.ArgumentParser:
     p.add_argument("--update-baseline", action="store_true", help="record every exported model in --baseline")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the verdict")
     return p
+
+
+def parsers() -> dict[str, argparse.ArgumentParser]:
+    """The command line's parsers by subcommand (``""`` for the export itself), as the
+    documentation's reference renders them."""
+    return {"": _export_parser(), "check": _check_parser(), "merge": _merge_parser()}
 
 
 def _version() -> str:

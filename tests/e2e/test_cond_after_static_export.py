@@ -1,5 +1,5 @@
-"""A model with torch.cond exported static, then dynamic, in one process (issue 12's fuzz
-finding 001 in the form a serving pipeline meets it).
+"""A model with torch.cond exported static, then dynamic, in one process (fuzz finding 001
+in the form a serving pipeline meets it).
 
 The cond bodies Dynamo compiled for the first export used to stay cached; the second
 trace's cache lookup evaluated their size guards on its symbolic size and recorded

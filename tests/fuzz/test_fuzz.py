@@ -58,7 +58,7 @@ def test_seeded_program(seed):
     outcome = check_source(source)
     assert not outcome.finding, (
         f"seed {seed}: {outcome.klass}\n{outcome.detail}\n"
-        f"shrink it: python -m tests.fuzz.run --programs 1 --seed {seed} --out /tmp/fuzz-{seed}\n\n{source}"
+        f"shrink it: python -m tests.fuzz.run --programs 1 --seed {seed} --out fuzz-{seed}\n\n{source}"
     )
     assert not outcome.klass.startswith("invalid program"), f"the generator wrote a bad program:\n{source}"
 
@@ -74,7 +74,7 @@ def test_seeded_program_in_the_training_ir(seed):
     outcome = check_source(source, ir="training")
     assert not outcome.finding, (
         f"seed {seed} (training IR): {outcome.klass}\n{outcome.detail}\n"
-        f"shrink it: python -m tests.fuzz.run --programs 1 --seed {seed} --ir training --out /tmp/fuzz-{seed}\n\n{source}"
+        f"shrink it: python -m tests.fuzz.run --programs 1 --seed {seed} --ir training --out fuzz-{seed}\n\n{source}"
     )
 
 

@@ -32,15 +32,15 @@ def test_the_location_is_the_innermost_frame_of_the_users_code():
         Fatal Python error: Segmentation fault
 
         Thread 0x00007f0000000001 (most recent call first):
-          File "/home/me/other.py", line 3 in spin
+          File "/srv/models/other.py", line 3 in spin
 
         Current thread 0x00007f0000000002 (most recent call first):
           File "{os.path.dirname(os.__file__)}/ctypes/__init__.py", line 519 in string_at
-          File "/home/me/model.py", line 12 in forward
+          File "/srv/models/model.py", line 12 in forward
           File "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1789 in _call_impl
         """
     )
-    assert _user_location(dump) == "/home/me/model.py:12"
+    assert _user_location(dump) == "/srv/models/model.py:12"
     assert _user_location("") is None
 
 

@@ -1,6 +1,6 @@
-"""How long the HTML report of a 32-layer LLaMA takes (issue 13's target: under a second).
+"""How long the HTML report of a 32-layer LLaMA takes (the aim: under a second).
 
-    python docs/bench_html.py            # needs transformers; chromium for the in-page figures
+    python benchmarks/bench_html.py            # needs transformers; chromium for the in-page figures
 
 Prints the Python side (graph extraction, page) and, when headless Chromium is installed,
 the drawing's own layout-and-draw time inside the page (``data-render-ms``) for the first
