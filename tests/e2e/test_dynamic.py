@@ -356,7 +356,7 @@ def test_rejects_inconsistent_sizes(case_name, make_inputs, names):
 
 def test_oracle_cannot_export_dynamic_var_kwargs():
     """Pins the torch.export limitation that keeps VAR_KWARGS_CASE out of the corpus: torch 2.13
-    and 2.14 refuse the spec, 2.15 exports and then fails in ``run_decompositions``.
+    refuses the spec, 2.14 and 2.15 export and then fail in ``run_decompositions``.
 
     When this starts failing, torch.export handles it: move the case into DYNAMIC_CASES.
     """
