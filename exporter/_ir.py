@@ -102,9 +102,12 @@ def is_library_frame(filename: str) -> bool:
 _FRAME = re.compile(r'^ *File "(?P<file>.+)", line (?P<line>\d+), in (?P<name>.+)$(?:\n {4}(?P<code>.*)$)?', re.M)
 
 
-def node_frame(node: torch.fx.Node) -> traceback.FrameSummary | None:
+def node_frame(node: torch.fx.Node | None) -> traceback.FrameSummary | None:
     """The innermost frame of ``node``'s recorded ``stack_trace`` in the user's code (not in
-    torch, such as ``nn.Linear.forward``, exporter or the standard library), with its source line."""
+    torch, such as ``nn.Linear.forward``, exporter or the standard library), with its source
+    line; None for no node (a value no trace recorded)."""
+    if node is None:
+        return None
     trace = node.meta.get("stack_trace")
     if not isinstance(trace, str):
         return None

@@ -20,7 +20,7 @@ from ._state import ExportState
 from ._timing import StageTimer
 from .constraints import check_constraints, range_constraints
 from .inputs import BoundInputs, bind_inputs, plan_dynamic_shapes, relaxed_dynamic_shapes
-from .switches import check_against_unswitched, experts_implementation_applied, suggest_switch
+from .experts import check_against_unswitched, experts_implementation_applied, suggest_switch
 from .trace import trace
 from .trace.call_signatures import recording_calls
 from .trace.draft import mark_checked
@@ -241,7 +241,7 @@ def _trace(model: torch.nn.Module, bound: BoundInputs, plan: Any, options: Expor
         with recording_calls(model, options.preserve_module_call_signature) as calls:
             state = trace(
                 model, bound, plan, fast=fast, draft=options.draft,
-                deferred_asserts=options.prefer_deferred_runtime_asserts_over_guards, training=options.ir == "training",
+                prefer_deferred_runtime_asserts_over_guards=options.prefer_deferred_runtime_asserts_over_guards, training=options.ir == "training",
             )
         state.preserved_calls = [call for graph, call in calls if graph is state.gm.graph]
         return state

@@ -29,11 +29,11 @@ __all__ = [
     "autograd_would_have_expanded",
     "default_device",
     "fake_cache_would_serve",
-    "fake_contiguous",
-    "fake_fresh",
-    "fake_like",
+    "fake_empty",
+    "fake_flat_restrided",
+    "fake_empty_strided",
     "fake_of_plain_tensor",
-    "fake_over",
+    "fake_view_of",
     "fake_value_of",
     "fresh_symint",
     "graph_module_of",
@@ -183,7 +183,7 @@ def fake_of_plain_tensor(mode: FakeTensorMode, t: torch.Tensor) -> FakeTensor | 
     return fake
 
 
-def fake_like(
+def fake_empty_strided(
     mode: FakeTensorMode, shape: tuple[int, ...], stride: tuple[int, ...], dtype: torch.dtype, device: torch.device,
     requires_grad: bool,
 ) -> FakeTensor:
@@ -196,7 +196,7 @@ def fake_like(
     return _as_fake(mode, empty, device, requires_grad, None)
 
 
-def fake_over(
+def fake_view_of(
     mode: FakeTensorMode, base: FakeTensor, shape: tuple[int, ...], stride: tuple[int, ...], offset: int,
     dtype: torch.dtype, device: torch.device, requires_grad: bool,
 ) -> FakeTensor:
@@ -220,14 +220,14 @@ def fake_over(
     return _as_fake(mode, empty, device, requires_grad, None)
 
 
-def fake_fresh(
+def fake_flat_restrided(
     mode: FakeTensorMode, numel: int, shape: tuple[int, ...], stride: tuple[int, ...], dtype: torch.dtype,
     device: torch.device,
 ) -> FakeTensor:
     """A fake tensor of this layout over new storage of ``numel`` elements, as kernels make
     their results with ``empty`` or ``empty_permuted``: the storage's size is the number of
-    elements (on symbolic sizes another expression than ``fake_like``'s extent of the
-    strides), and on symbolic sizes it costs half of ``fake_like``'s ``empty``."""
+    elements (on symbolic sizes another expression than ``fake_empty_strided``'s extent of the
+    strides), and on symbolic sizes it costs half of ``fake_empty_strided``'s ``empty``."""
     with torch._C._DisableTorchDispatch():  # reaches no mode: meta tensors
         empty = torch.empty((numel,), dtype=dtype, device="meta").as_strided(shape, stride, 0)
     if FakeTensorConfig.debug:
@@ -235,7 +235,7 @@ def fake_fresh(
     return _as_fake(mode, empty, device, False, None)
 
 
-def fake_contiguous(mode: FakeTensorMode, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> FakeTensor:
+def fake_empty(mode: FakeTensorMode, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> FakeTensor:
     """A contiguous fake tensor of ``shape`` over new storage, as kernels make their results
     with ``empty(shape)``: the one way that also works out (and keeps) that it is contiguous
     while it is made, as those results have."""

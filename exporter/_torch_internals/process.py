@@ -14,7 +14,7 @@ __all__ = [
     "dynamo_compile_lock",
     "forget_compiled",
     "hop_compile_module",
-    "load_what_shape_envs_load",
+    "import_shape_env_modules",
     "loaded_dynamo_config",
     "set_compiler_flags",
 ]
@@ -39,8 +39,8 @@ def loaded_dynamo_config() -> Any:
     return sys.modules.get("torch._dynamo.config")
 
 
-def load_what_shape_envs_load() -> None:
-    """Import what creating a ShapeEnv imports, which in torch 2.13 is all of Dynamo (through
+def import_shape_env_modules() -> None:
+    """Import what creating a ShapeEnv imports, which in torch 2.13-2.15 is all of Dynamo (through
     ``torch.fx.experimental.validator``, see tests/test_cold_start.py).  Every trace creates
     one; importing first lets a trace keep Dynamo's import out of its patches: Dynamo keeps
     references to ``max``, ``torch.tensor`` and others from import time."""

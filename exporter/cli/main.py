@@ -16,7 +16,7 @@ from rich.console import Console
 
 from .._errors import ErrorInfo, InputSpecError
 from .._options import IR_LEVELS
-from ..switches import EXPERTS_IMPLEMENTATIONS
+from ..experts import EXPERTS_IMPLEMENTATIONS
 from .artifacts import DECOMPOSITIONS, require_onnx
 from .baseline import baseline_entry, load_baseline, save_baseline
 from .check import check_exit_code, check_json, run_check

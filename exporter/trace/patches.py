@@ -161,7 +161,7 @@ from .._torch_internals import (
     forget_compiled,
     free_unbacked_symbols,
     hop_compile_entry,
-    load_what_shape_envs_load,
+    import_shape_env_modules,
     loaded_dynamo_config,
     module_stack_tracer,
     real_tensor_propagation,
@@ -245,7 +245,7 @@ def tracing_patches(
     conversions where they are called, before any kernel runs: their kernels stay torch's,
     so the values it computes see autograd (``requires_grad``) as torch.export's do.
     """
-    load_what_shape_envs_load()
+    import_shape_env_modules()
     with _locks_held(), _tracing_thread(), contextlib.ExitStack() as stack:
         if draft:
             stack.enter_context(real_tensor_propagation())

@@ -89,10 +89,10 @@ class _ShapeEnv(ShapeEnv):
         return frame
 
 
-def new_fake_mode(root: torch.nn.Module, *, deferred_asserts: bool = False, dynamic: bool = False) -> FakeTensorMode:
+def new_fake_mode(root: torch.nn.Module, *, prefer_deferred_runtime_asserts_over_guards: bool = False, dynamic: bool = False) -> FakeTensorMode:
     """A FakeTensorMode for exporting ``root``, with a ShapeEnv that records guards.
 
-    ``deferred_asserts``: conditions on sizes that need not decide control flow become
+    ``prefer_deferred_runtime_asserts_over_guards``: conditions on sizes that need not decide control flow become
     runtime asserts in the program instead of guards (torch.export's
     ``prefer_deferred_runtime_asserts_over_guards``).
 
@@ -112,7 +112,7 @@ def new_fake_mode(root: torch.nn.Module, *, deferred_asserts: bool = False, dyna
         tracked_fakes=[],
         co_fields=co_fields,
         trace_asserts=True,
-        prefer_deferred_runtime_asserts_over_guards=deferred_asserts,
+        prefer_deferred_runtime_asserts_over_guards=prefer_deferred_runtime_asserts_over_guards,
     )
     mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True, export=True)
     if dynamic:

@@ -60,8 +60,8 @@ from ..._torch_internals.fast import (
     autograd_would_have_expanded,
     default_device,
     fake_cache_would_serve,
-    fake_like,
-    fake_over,
+    fake_empty_strided,
+    fake_view_of,
     fake_value_of,
     graph_module_of,
     is_compiled_module,
@@ -310,9 +310,9 @@ class Recorder(TorchDispatchMode):
 
     def _remade_one(self, layout: tuple, args: tuple) -> FakeTensor:
         if len(layout) == 5:
-            return fake_like(self.fake_mode, *layout)
+            return fake_empty_strided(self.fake_mode, *layout)
         shape, stride, dtype, device, requires_grad, offset, viewed = layout
-        return fake_over(self.fake_mode, args[viewed], shape, stride, offset, dtype, device, requires_grad)
+        return fake_view_of(self.fake_mode, args[viewed], shape, stride, offset, dtype, device, requires_grad)
 
     def _remade(self, layouts: tuple, args: tuple) -> Any:
         is_tuple, parts = layouts

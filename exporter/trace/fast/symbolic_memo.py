@@ -67,10 +67,10 @@ from ..._torch_internals import (
 )
 from ..._torch_internals.fast import (
     storage_key,
-    fake_contiguous,
-    fake_fresh,
-    fake_like,
-    fake_over,
+    fake_empty,
+    fake_flat_restrided,
+    fake_empty_strided,
+    fake_view_of,
     fresh_symint,
     lazily_known,
     shape_env_facts,
@@ -257,13 +257,13 @@ def remade(layouts: tuple, sizes: list, args: tuple, fake_mode: FakeTensorMode):
     for shape, stride, dtype, device, (kind, value), counted in parts:
         shape, stride = tuple(map(size, shape)), tuple(map(size, stride))
         if kind == "view":
-            made.append(fake_over(fake_mode, args[view_of], shape, stride, size(value), dtype, device, False))
+            made.append(fake_view_of(fake_mode, args[view_of], shape, stride, size(value), dtype, device, False))
         elif kind == "flat":
-            made.append(fake_fresh(fake_mode, size(value), shape, stride, dtype, device))
+            made.append(fake_flat_restrided(fake_mode, size(value), shape, stride, dtype, device))
         elif kind == "contiguous":
-            made.append(fake_contiguous(fake_mode, shape, dtype, device))
+            made.append(fake_empty(fake_mode, shape, dtype, device))
         else:
-            made.append(fake_like(fake_mode, shape, stride, dtype, device, False))
+            made.append(fake_empty_strided(fake_mode, shape, stride, dtype, device, False))
         if counted:  # as the kernel's result did: worked out here, below make_fx, not traced
             made[-1].numel()
     return tuple(made) if is_tuple else made[0]

@@ -94,7 +94,7 @@ def test_fake_tensors_made_directly_are_the_ones_torchs_constructor_makes():
         counting = _Counting()
         with counting:  # reaches no mode on the way
             snapshots = [fast.snapshot_fake(t, include_real=r) for t in (fake, carrying) for r in (False, True)]
-            made = fast.fake_like(mode, (3, 2), (1, 3), torch.float16, torch.device("cpu"), True)
+            made = fast.fake_empty_strided(mode, (3, 2), (1, 3), torch.float16, torch.device("cpu"), True)
         assert counting.calls == 0
         expected = [proxy_tensor.snapshot_fake(t, include_real=r) for t in (fake, carrying) for r in (False, True)]
         for ours, theirs in zip(snapshots, expected):
@@ -112,7 +112,7 @@ def test_fake_tensors_made_directly_are_the_ones_torchs_constructor_makes():
     FakeTensorConfig.debug = True
     try:  # in debug mode each fake tensor records where it was made: torch's constructor does
         assert hasattr(fast.snapshot_fake(fake), "_debug_trace")
-        assert hasattr(fast.fake_like(mode, (2,), (1,), torch.float32, torch.device("cpu"), False), "_debug_trace")
+        assert hasattr(fast.fake_empty_strided(mode, (2,), (1,), torch.float32, torch.device("cpu"), False), "_debug_trace")
     finally:
         FakeTensorConfig.debug = False
 
@@ -197,7 +197,7 @@ def test_a_fake_tensor_over_a_storage_is_the_fake_modes_view_result_below_autogr
         base = torch.empty(4, 6)
         with torch._C._AutoDispatchBelowADInplaceOrView():
             theirs = torch.ops.aten.transpose.int(base[1:], 0, 1)
-    ours = fast.fake_over(mode, base, (6, 3), (1, 6), 6, torch.float32, torch.device("cpu"), False)
+    ours = fast.fake_view_of(mode, base, (6, 3), (1, 6), 6, torch.float32, torch.device("cpu"), False)
     _same_fake(ours, theirs)
     assert ours.untyped_storage()._cdata == theirs.untyped_storage()._cdata == base.untyped_storage()._cdata
 
@@ -219,9 +219,9 @@ def _exprs(t):
 
 
 def test_views_and_fresh_tensors_made_directly_on_symbolic_sizes_are_the_kernels():
-    """``fake_over`` (``as_strided`` on the base) and ``fake_fresh`` (storage of one element
+    """``fake_view_of`` (``as_strided`` on the base) and ``fake_flat_restrided`` (storage of one element
     per element) make what the fake kernels make on symbolic sizes, down to the expression
-    of the storage's size; ``fake_over`` of another dtype keeps its ``set_`` path."""
+    of the storage's size; ``fake_view_of`` of another dtype keeps its ``set_`` path."""
     mode = internals.FakeTensorMode(shape_env=internals.ShapeEnv())
     mode.cache_enabled = False
     x = _symbolic(mode, 2, 5, 8)
@@ -233,13 +233,13 @@ def test_views_and_fresh_tensors_made_directly_on_symbolic_sizes_are_the_kernels
         as_ints = torch.ops.aten.view.dtype(x, torch.int32)
     cpu = torch.device("cpu")
     for theirs in (view, sliced):
-        ours = fast.fake_over(mode, x, theirs.shape, theirs.stride(), theirs.storage_offset(), x.dtype, cpu, False)
+        ours = fast.fake_view_of(mode, x, theirs.shape, theirs.stride(), theirs.storage_offset(), x.dtype, cpu, False)
         assert _exprs(ours) == _exprs(theirs)
         assert ours.untyped_storage()._cdata == x.untyped_storage()._cdata
         assert torch._C._dispatch_keys(ours) == torch._C._dispatch_keys(theirs) and ours.__dict__.keys() == theirs.__dict__.keys()
-    retyped = fast.fake_over(mode, x, as_ints.shape, as_ints.stride(), 0, torch.int32, cpu, False)
+    retyped = fast.fake_view_of(mode, x, as_ints.shape, as_ints.stride(), 0, torch.int32, cpu, False)
     assert _exprs(retyped) == _exprs(as_ints)
-    fresh = fast.fake_fresh(mode, added.numel(), added.shape, added.stride(), added.dtype, cpu)
+    fresh = fast.fake_flat_restrided(mode, added.numel(), added.shape, added.stride(), added.dtype, cpu)
     assert _exprs(fresh) == _exprs(added)
     assert fresh.untyped_storage()._cdata != x.untyped_storage()._cdata
 
@@ -268,7 +268,7 @@ def test_lazily_known_tells_answers_held_without_computing_them():
     with mode:
         scaled = x * 2.5  # the kernel works out its result's contiguity
         squashed = torch.sigmoid(x)  # this one does not
-    made = fast.fake_contiguous(mode, tuple(x.shape), torch.float32, torch.device("cpu"))
+    made = fast.fake_empty(mode, tuple(x.shape), torch.float32, torch.device("cpu"))
     assert fast.lazily_known(scaled)[1] == ""
     assert fast.lazily_known(squashed)[1] != ""
     assert fast.lazily_known(made)[1] == ""  # empty(shape) holds it too

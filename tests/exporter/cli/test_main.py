@@ -250,7 +250,7 @@ MOE = textwrap.dedent(
 
 def test_experts_implementation_flag_exports_the_moe_the_hint_names(workdir):
     pytest.importorskip("transformers")
-    (workdir / "moe.py").write_text(MOE)  # without the flag it fails; the hint names it (test_switches.py)
+    (workdir / "moe.py").write_text(MOE)  # without the flag it fails; the hint names it (test_experts.py)
     result = run("moe.py:mixtral", "--experts-implementation", "batched_mm", "--verify", "-o", "m.pt2", cwd=workdir)
     assert result.returncode == 0, out(result)
     assert (workdir / "m.pt2").exists()

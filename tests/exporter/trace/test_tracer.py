@@ -244,74 +244,6 @@ def test_tensor_subclass_state_is_traced_as_its_inner_tensors():
     assert isinstance(model.inner.weight, TwoTensor) and isinstance(model.inner.weight, torch.nn.Parameter)
 
 
-class _FreshWrite(torch.nn.Module):
-    def forward(self, x):
-        buckets = (x > 0).to(torch.long) * 4
-        buckets += torch.where(x > 1, 1, 2)  # a fresh intermediate nothing views: no functionalization
-        scores = x * 2
-        scores.masked_fill_(x < 0, 0.0)
-        return buckets, scores
-
-
-class _ViewedWrite(torch.nn.Module):
-    def forward(self, x):
-        y = x * 2
-        row = y[0]
-        y += 1  # `row` sees this write
-        return row
-
-
-class _WriteThenView(torch.nn.Module):
-    def forward(self, x):
-        y = x * 2
-        y += 1
-        return y.view(-1) * 3  # functionalization replays this view from the written base
-
-
-class _CastingWrite(torch.nn.Module):
-    def forward(self, x):
-        y = x.to(torch.int32)
-        y += torch.ones(x.shape, dtype=torch.int64)  # int64 result, cast back to int32
-        return y
-
-
-def _traces(model, x, monkeypatch):
-    from exporter.inputs import bind_inputs
-    from exporter.trace import trace, tracer
-
-    tries = []
-    trace_once = tracer._trace_once
-
-    def counted(*args, functionalized, **kwargs):
-        tries.append(functionalized)
-        return trace_once(*args, functionalized=functionalized, **kwargs)
-
-    bound = bind_inputs(model, (x,), None)
-    monkeypatch.setattr(tracer, "_trace_once", counted)
-    fast = trace(model, bound)
-    retraced = tries == [False, True]
-    functional = trace(model, bound, always_functionalize=True)
-    return fast, functional, retraced
-
-
-@pytest.mark.parametrize(
-    "model, x, retraced",
-    [
-        (_FreshWrite(), torch.randn(3, 4), False),
-        (_ViewedWrite(), torch.randn(3, 4), True),
-        (_WriteThenView(), torch.randn(3, 4), True),
-        (_CastingWrite(), torch.randn(3, 4), True),
-    ],
-    ids=["fresh", "viewed", "view-after-write", "casting"],
-)
-def test_writes_to_fresh_intermediates_need_no_functionalization(model, x, retraced, monkeypatch):
-    fast, functional, was_retraced = _traces(model, x, monkeypatch)
-    assert was_retraced is retraced
-    assert fast.gm.code == functional.gm.code
-    assert not any(str(n.target).split(".")[-2].endswith("_") for n in fast.gm.graph.nodes if n.op == "call_function")
-    torch.testing.assert_close(exporter.export(model, (x,)).module()(x), model(x))
-
-
 class _Counted(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -348,7 +280,7 @@ def test_the_training_trace_keeps_writes_and_writes_reassigned_buffers_back():
     torch.testing.assert_close(unlifted.total, eager.total)
     torch.testing.assert_close(unlifted.inner.last, eager.inner.last)
     # torch.export's training IR writes back only the root module's buffers: its program
-    # keeps the submodule's old value (the one deliberate difference, in the README)
+    # keeps the submodule's old value (the one deliberate difference, listed in the training IR guide)
     oracle = torch.export.export(_Counted(), (torch.ones(3),), strict=False).module()
     oracle(torch.ones(3))
     assert torch.equal(oracle.inner.last, torch.zeros(3))
@@ -367,28 +299,6 @@ class _Regrown(torch.nn.Module):
 def test_the_training_trace_refuses_a_buffer_replaced_with_another_shape():
     with pytest.raises(exporter.TraceError, match=r"replaced buffer 'cache' \(\(2,\)"):
         exporter.export(_Regrown(), (torch.ones(1),), ir="training")
-
-
-def test_the_write_watch_classifies_each_target_once_per_trace(monkeypatch):
-    """Whether an op writes (its schema, its effects) is worked out once per target and
-    trace, not on every node."""
-    from exporter.inputs import bind_inputs
-    from exporter.trace import tracer
-
-    asked = []
-    writes = tracer._writes
-
-    def counted(target):
-        asked.append(target)
-        return writes(target)
-
-    monkeypatch.setattr(tracer, "_writes", counted)
-    model = torch.nn.Sequential(*(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()) for _ in range(3)))
-    state = tracer.trace(model, bind_inputs(model, (torch.randn(2, 4),), None))
-    targets = [n.target for n in state.gm.graph.nodes if n.op == "call_function"]
-    assert len(targets) > len(set(targets)), "the model repeats ops"
-    assert sorted(map(str, asked)) == sorted(map(str, set(asked))), "each target asked once"
-    assert set(asked) >= set(targets)
 
 
 class WritesInputPassedTwice(torch.nn.Module):

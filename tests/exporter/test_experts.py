@@ -6,7 +6,7 @@ import torch
 
 import exporter
 from exporter import Category, InputSpecError, TraceError, VerificationError
-from exporter.switches import check_against_unswitched, experts_blocks
+from exporter.experts import check_against_unswitched, experts_blocks
 
 transformers = pytest.importorskip("transformers")
 

@@ -1,0 +1,65 @@
+"""The flat functions a trace records, run directly on real tensors: what each returns and
+what it notes for the trace."""
+
+import pytest
+import torch
+import torch.utils._pytree as pytree
+
+from exporter import TraceError
+from exporter.inputs import bind_inputs
+from exporter.trace.module_function import Holder, ModuleRun, Recorded, functional_fn, plain_fn
+from exporter.trace.state_inputs import collect_state
+from exporter.trace.write_watch import NeedsFunctionalization
+
+
+class Counter(torch.nn.Module):
+    def __init__(self, reassign: bool = False):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.register_buffer("seen", torch.zeros(3))
+        self.reassign = reassign
+
+    def forward(self, x):
+        if self.reassign:
+            self.seen = self.seen + x.sum(0)
+        return {"y": self.lin(x), "n": 2}
+
+
+def _run(model, x):
+    state_inputs = collect_state(model)
+    bound = bind_inputs(model, (x,), None)
+    return ModuleRun(model, state_inputs, bound, Holder(model)), [*state_inputs.values, *bound.flat]
+
+
+def test_the_plain_function_returns_the_flat_outputs_and_notes_their_structure():
+    model, x = Counter(), torch.randn(2, 3)
+    run, inputs = _run(model, x)
+    recorded = Recorded()
+    flat = plain_fn(run, recorded)(*inputs)
+    assert pytree.tree_unflatten(list(flat), recorded.out_spec)["n"] == 2
+    torch.testing.assert_close(flat[0], model(x)["y"])
+    assert dict(model.named_buffers())["seen"] is model.seen  # swapped back
+
+
+def test_a_reassigned_buffer_ends_the_plain_try():
+    run, inputs = _run(Counter(reassign=True), torch.randn(2, 3))
+    with pytest.raises(NeedsFunctionalization, match="a buffer was reassigned"):
+        plain_fn(run, Recorded())(*inputs)
+
+
+class Regrows(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(2))
+
+    def forward(self, x):
+        self.cache = torch.cat([self.cache, x])
+        return x
+
+
+def test_a_buffer_replaced_with_another_shape_is_named_with_the_fix():
+    model = Regrows()
+    run, inputs = _run(model, torch.ones(1))
+    with pytest.raises(TraceError, match=r"replaced buffer 'cache' \(\(2,\) torch.float32\) with \(3,\)") as caught:
+        functional_fn(run, Recorded(), ["buffer 'cache'", "args[0]"])(*inputs)
+    assert "largest shape" in caught.value.hint
