@@ -5,6 +5,7 @@ Run from the repository root:
     python benchmarks/bench_cold.py              # 7 runs of each command
     python benchmarks/bench_cold.py --quick      # 3 runs
     python benchmarks/bench_cold.py --repeats 11 --json cold.json
+    python benchmarks/bench_cold.py --quick --no-results   # only print
 
 Each command runs once untimed (a warm-up: the OS file cache, and Python's bytecode cache
 written if missing), then ``repeats`` times, the commands taking turns so machine noise
@@ -14,7 +15,10 @@ the two on a shared machine).  The processes run in a scratch directory (the CLI
 its ``.pt2`` there) with ``PYTHONDONTWRITEBYTECODE`` removed from their environment: a
 user's Python caches bytecode, and cold start without the cache measures the compiler.
 
-``cold_start_rows(repeats)`` returns the rows as data for other benchmarks.
+The table and the rows are written through ``results.write`` to
+``docs/results/cold-start-torch-2.15.md`` and ``.json`` (the torch release's; ``--results-dir``
+to put them elsewhere, ``--no-results`` to only print).  ``cold_start_rows(repeats)`` returns
+the rows as data for other benchmarks.
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ import sys
 import tempfile
 import time
 from typing import Any
+
+# results.py sits beside this file, which is run as a script.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import results  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -109,7 +117,24 @@ def cold_start_rows(repeats: int) -> list[dict[str, Any]]:
     ]
 
 
+def _cells(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """The table's header and cells."""
+    header = ["command", "median s", "min s", "x import torch", "CPU s", "CPU x import torch"]
+    cells = [[r["command"], f"{r['median_s']:.2f}", f"{r['min_s']:.2f}", f"{r['ratio']:.2f}",
+              f"{r['cpu_median_s']:.2f}", f"{r['cpu_ratio']:.2f}"] for r in rows]
+    return header, cells
+
+
+def _check_scaling(rows: list[dict[str, Any]]) -> str:
+    """How much more checking three models costs than one, in wall and CPU time."""
+    by_label = {r["command"]: r for r in rows}
+    one, three = by_label["exporter check, 1 model"], by_label["exporter check, 3 models"]
+    return (f"check, 3 models / 1 model: {three['median_s'] / one['median_s']:.2f} wall, "
+            f"{three['cpu_median_s'] / one['cpu_median_s']:.2f} CPU")
+
+
 def _table(rows: list[dict[str, Any]]) -> str:
+    """The table as the terminal shows it."""
     width = max(len(r["command"]) for r in rows)
     lines = [f"{'command':<{width}}  median s  min s  x import torch  CPU s  CPU x import torch"]
     lines += [
@@ -117,13 +142,18 @@ def _table(rows: list[dict[str, Any]]) -> str:
         f"  {r['cpu_median_s']:5.2f}  {r['cpu_ratio']:18.2f}"
         for r in rows
     ]
-    by_label = {r["command"]: r for r in rows}
-    one, three = by_label["exporter check, 1 model"], by_label["exporter check, 3 models"]
-    lines.append(
-        f"check, 3 models / 1 model: {three['median_s'] / one['median_s']:.2f} wall, "
-        f"{three['cpu_median_s'] / one['cpu_median_s']:.2f} CPU"
-    )
+    lines.append(_check_scaling(rows))
     return "\n".join(lines)
+
+
+def markdown(rows: list[dict[str, Any]], repeats: int) -> str:
+    """The table for the results page, and how it was taken."""
+    return "\n\n".join([
+        results.markdown_table(*_cells(rows)),
+        _check_scaling(rows),
+        (f"Median of {repeats} runs of each command after a warm-up, the commands taking turns; "
+         "`PYTHONDONTWRITEBYTECODE` unset. `x import torch` is the command's time over `python -c \"import torch\"`'s."),
+    ])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=7, help="timed runs of each command (default 7)")
     parser.add_argument("--quick", action="store_true", help="3 timed runs of each command")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    results.add_arguments(parser)
     args = parser.parse_args(argv)
     repeats = 3 if args.quick else args.repeats
     import torch
@@ -144,6 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)
+    results.write_from_args(
+        args, f"cold-start-{results.release_suffix()}", markdown=markdown(rows, repeats),
+        data={"repeats": repeats, "rows": rows}, argv=results.script_argv(__file__, argv),
+        title=f"Cold start, torch {results.torch_release()}")
     return 0
 
 

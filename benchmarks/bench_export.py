@@ -10,6 +10,14 @@ Run from the repository root:
     python benchmarks/bench_export.py --modes training-dynamic  # the same, batch and sequence dynamic
     python benchmarks/bench_export.py --memory        # RSS over 200 exports in one process
     python benchmarks/bench_export.py --modes repeated  # exports back to back, no forced collection
+    python benchmarks/bench_export.py --quick --results-dir DIR  # results elsewhere than docs/results
+    python benchmarks/bench_export.py --quick --no-results       # only print
+
+Each run writes its tables and raw rows through ``results.write``: ``docs/results/<name>.md``
+and ``.json``, stamped with the command, commit, torch release, date and machine.  The name
+says what ran: ``export-time-torch-2.15`` for every mode, ``export-time-static-torch-2.15``
+for a subset of modes, ``-quick`` with ``--quick``, ``-subset`` with ``--models`` or
+``--layers``, ``export-memory-torch-2.15`` with ``--memory``.
 
 One table per mode:
 
@@ -73,6 +81,10 @@ from torch.utils._pytree import tree_leaves
 
 import exporter
 from exporter.trace.fast.recorder import forget_fake_results
+
+# results.py and bench_cold.py sit beside this file, which is run as a script.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import results  # noqa: E402
 
 VOCAB, HIDDEN, HEADS, SEQ, BATCH = 1000, 64, 4, 32, 2
 IMAGE, PATCH = 32, 4
@@ -380,8 +392,11 @@ def _rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
-def print_table(rows: list[dict[str, Any]], columns: list[tuple[str, Callable[[dict[str, Any]], str]]] | None = None) -> None:
-    """Print one table, with rich on a terminal and plain text otherwise (first two columns left-aligned)."""
+Columns = list[tuple[str, Callable[[dict[str, Any]], str]]]
+
+
+def table_cells(rows: list[dict[str, Any]], columns: Columns | None = None) -> tuple[list[str], list[list[str]]]:
+    """The header and the cells of one table (a failed row: its model, layers and FAILED)."""
     columns = columns or _EXPORT_COLUMNS
     header = [title for title, _ in columns]
     cells = [
@@ -389,6 +404,17 @@ def print_table(rows: list[dict[str, Any]], columns: list[tuple[str, Callable[[d
         else [r["model"], str(r["layers"]), *["-"] * (len(columns) - 3), "FAILED"]
         for r in rows
     ]
+    return header, cells
+
+
+def markdown_table(rows: list[dict[str, Any]], columns: Columns | None = None) -> str:
+    """One table in markdown, for the results page (first two columns left-aligned)."""
+    return results.markdown_table(*table_cells(rows, columns), left=2)
+
+
+def print_table(rows: list[dict[str, Any]], columns: Columns | None = None) -> None:
+    """Print one table, with rich on a terminal and plain text otherwise (first two columns left-aligned)."""
+    header, cells = table_cells(rows, columns)
     if sys.stdout.isatty():
         from rich.console import Console
         from rich.table import Table
@@ -412,7 +438,7 @@ def _peaks(r: dict[str, Any]) -> str:
     return f"{r['exporter_peak_mb']:.0f} / {r['oracle_peak_mb']:.0f}"
 
 
-_EXPORT_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+_EXPORT_COLUMNS: Columns = [
     ("model", lambda r: r["model"]),
     ("layers", lambda r: str(r["layers"])),
     ("exporter s", lambda r: f"{r['exporter_median_s']:.3f}"),
@@ -422,7 +448,9 @@ _EXPORT_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("x floor", lambda r: f"{r['x_floor']:.2f}"),
     ("peak MB exp/oracle", _peaks),
 ]
-def _per_export(tool: str) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
+
+
+def _per_export(tool: str) -> Columns:
     return [(title, lambda r, key=f"{tool}_{key}": f"{r[key]:.3f}")
             for title, key in ((f"{tool} s/export", "wall_s"), ("median", "median_s"), ("max", "max_s"))]
 
@@ -440,6 +468,13 @@ _DYNAMIC_COLUMNS = [
     ("first s", lambda r: f"{statistics.median(r['first_s']):.3f}"),
     ("first ratio", lambda r: f"{r['first_ratio']:.2f}"),
     _EXPORT_COLUMNS[7],
+]
+
+_COLD_COLUMNS: Columns = [
+    ("command", lambda r: r["command"]),
+    ("median s", lambda r: f"{r['median_s']:.2f}"),
+    ("min s", lambda r: f"{r['min_s']:.2f}"),
+    ("x import torch", lambda r: f"{r['ratio']:.2f}"),
 ]
 
 
@@ -463,15 +498,47 @@ def _summary(rows: list[dict[str, Any]]) -> str:
 
 def _cold_rows(repeats: int) -> list[dict[str, Any]] | None:
     try:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from bench_cold import cold_start_rows
     except ImportError:
         return None
     return cold_start_rows(repeats)
 
 
+def results_name(modes: list[str], *, quick: bool = False, subset: bool = False,
+                 memory: bool = False, shared: bool = False) -> str:
+    """The results file's name for a run: what was measured, how, and the torch release
+    (``export-time-torch-2.15`` for every mode, ``export-time-static-quick-torch-2.15``...)."""
+    parts = ["export-memory"] if memory else ["export-time"]
+    if not memory and set(modes) != set(MODES):
+        parts += [m for m in MODES if m in modes]
+    parts += [flag for flag, on in (("quick", quick), ("subset", subset), ("shared-memo", shared)) if on]
+    return "-".join([*parts, results.release_suffix()])
+
+
+def results_markdown(sections: list[tuple[str, str]], repeats: int) -> str:
+    """The results page's body: one section per mode, then how the figures were taken."""
+    out = []
+    for mode, body in sections:
+        out += [f"## {mode}", "", body, ""]
+    out.append(f"Median of {repeats} timed runs of each tool after a warm-up; `ratio` is exporter's time over "
+               "torch.export's (lower is better). The columns are described on the "
+               "[Benchmarks](../benchmarks.md) page.")
+    return "\n".join(out)
+
+
+def _summary_markdown(rows: list[dict[str, Any]]) -> str:
+    """The summary under a mode's table, and why each failed row failed."""
+    lines = [f"- {line}" for line in _summary(rows).splitlines()]
+    for r in rows:
+        if r.get("status") == "FAILED":
+            error = r["error"].splitlines()[0][:300].replace("`", "'")
+            lines.append(f"- {r['model']} x{r['layers']} FAILED: `{error}`")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Parse flags, run every requested mode, print one table per mode, optionally dump JSON."""
+    """Parse flags, run every requested mode, print one table per mode, write the results
+    files (and the raw numbers to ``--json`` when given)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {', '.join(MODES)}")
     parser.add_argument("--models", help="comma-separated subset (default: every model of the mode)")
@@ -487,31 +554,44 @@ def main(argv: list[str] | None = None) -> None:
                         help="let dynamic traces share the symbolic memo (exporter.trace.fast.symbolic_memo."
                              "share_across_traces(), off by default): `exporter s` is then a re-export served "
                              "what the first computed, `first s` still starts empty")
+    results.add_arguments(parser)
     opts = parser.parse_args(argv)
+    command_line = results.script_argv(__file__, argv)
     if opts.share_across_traces:
         from exporter.trace.fast import symbolic_memo
 
         symbolic_memo.share_across_traces()
     versions = {"torch": torch.__version__, "transformers": transformers.__version__, "cpu_count": os.cpu_count()}
     report: dict[str, Any] = {"versions": versions}
+    release = results.torch_release()
 
     if opts.memory:
         result = memory_growth()
         rss = result["rss_mb"]
-        print(f"{result['exports']} exports of {result['model']} x{result['layers']} in one process, RSS (/proc) MB:")
-        print("  ".join(f"after {i + 1}: {rss[i]:.0f}" for i in (0, 9, 49, 99, 149, len(rss) - 1) if i < len(rss)))
-        print(f"growth from export 10 to {result['exports']}: {100 * result['growth']:+.1f}% (target within 5%)")
+        lines = [
+            f"{result['exports']} exports of {result['model']} x{result['layers']} in one process, RSS (/proc) MB:",
+            "  ".join(f"after {i + 1}: {rss[i]:.0f}" for i in (0, 9, 49, 99, 149, len(rss) - 1) if i < len(rss)),
+            f"growth from export 10 to {result['exports']}: {100 * result['growth']:+.1f}% (target within 5%)",
+        ]
+        print("\n".join(lines))
         report["memory"] = result
         _dump(opts.json, report)
+        results.write_from_args(
+            opts, results_name([], memory=True), markdown="\n\n".join(lines), data={"memory": result},
+            argv=command_line, title=f"Memory over many exports, torch {release}")
         return
 
     modes = ["dynamic"] if opts.dynamic else [m.strip() for m in opts.modes.split(",") if m.strip()]
     if unknown := [m for m in modes if m not in MODES]:
         parser.error(f"unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
+    name = results_name(modes, quick=opts.quick, subset=bool(opts.models or opts.layers),
+                        shared=opts.share_across_traces)
     if opts.quick:
         modes = [m for m in modes if m in ("static", "dynamic")]
     repeats = 3 if opts.quick else opts.repeats
     memory = not opts.quick
+    sections: list[tuple[str, str]] = []
+    flat: list[dict[str, Any]] = []
 
     for mode in modes:
         print(f"\n== {mode} ==", flush=True)
@@ -520,43 +600,49 @@ def main(argv: list[str] | None = None) -> None:
             if rows is None:
                 print("skipped: benchmarks/bench_cold.py (cold_start_rows) is not there")
                 continue
-            print_table(rows, [("command", lambda r: r["command"]), ("median s", lambda r: f"{r['median_s']:.2f}"),
-                               ("min s", lambda r: f"{r['min_s']:.2f}"), ("x import torch", lambda r: f"{r['ratio']:.2f}")])
-            report[mode] = rows
-            continue
-        if mode == "repeated":
+            print_table(rows, _COLD_COLUMNS)
+            sections.append((mode, markdown_table(rows, _COLD_COLUMNS)))
+        elif mode == "repeated":
             pairs = [(m, int(n)) for m in (opts.models or "gpt2,llama").split(",") for n in (opts.layers or "8").split(",")]
             rows = [back_to_back(m, n, 20) for m, n in pairs]
             print_table(rows, _BACK_TO_BACK_COLUMNS)
-            report[mode] = rows
-            continue
-        if mode == "meta":
+            sections.append((mode, markdown_table(rows, _BACK_TO_BACK_COLUMNS)))
+        elif mode == "meta":
             rows = [bench_one("llama-7b-meta", 32, repeats, memory=memory, built=build_meta_llama())]
             print()
             print_table(rows)
-            report[mode] = rows
-            continue
-        dynamic = mode in ("dynamic", "training-dynamic")
-        ir = "training" if mode.startswith("training") else "inference"
-        available = DYNAMIC_MODELS if dynamic else MODELS
-        models = [m.strip() for m in opts.models.split(",")] if opts.models else list(available)
-        if unknown := [m for m in models if m not in available]:
-            parser.error(f"unknown model(s) {', '.join(unknown)} for {mode}; choose from {', '.join(available)}")
-        if opts.layers:
-            pairs = [(m, int(n)) for m in models for n in opts.layers.split(",")]
-        elif opts.quick:
-            pairs = [(m, 2) for m in (["llama"] if dynamic else models)]
+            sections.append((mode, markdown_table(rows) + "\n\n" + _summary_markdown(rows)))
         else:
-            pairs = [(m, n) for m in models for n in (2, 8)] + ([("llama", 32)] if not dynamic and "llama" in models else [])
-        rows = [bench_one(m, n, repeats, dynamic, memory=memory, ir=ir) for m, n in pairs]
-        print()
-        print_table(rows, _DYNAMIC_COLUMNS if dynamic else None)
-        print(_summary(rows))
+            dynamic = mode in ("dynamic", "training-dynamic")
+            ir = "training" if mode.startswith("training") else "inference"
+            available = DYNAMIC_MODELS if dynamic else MODELS
+            models = [m.strip() for m in opts.models.split(",")] if opts.models else list(available)
+            if unknown := [m for m in models if m not in available]:
+                parser.error(f"unknown model(s) {', '.join(unknown)} for {mode}; choose from {', '.join(available)}")
+            if opts.layers:
+                pairs = [(m, int(n)) for m in models for n in opts.layers.split(",")]
+            elif opts.quick:
+                pairs = [(m, 2) for m in (["llama"] if dynamic else models)]
+            else:
+                pairs = [(m, n) for m in models for n in (2, 8)] + ([("llama", 32)] if not dynamic and "llama" in models else [])
+            rows = [bench_one(m, n, repeats, dynamic, memory=memory, ir=ir) for m, n in pairs]
+            columns = _DYNAMIC_COLUMNS if dynamic else None
+            print()
+            print_table(rows, columns)
+            print(_summary(rows))
+            sections.append((mode, markdown_table(rows, columns) + "\n\n" + _summary_markdown(rows)))
         report[mode] = rows
+        flat += [{"mode": mode, **row} for row in rows]
 
     print(f"\ntorch {versions['torch']}, transformers {versions['transformers']}, "
           f"{versions['cpu_count']} CPUs, median of {repeats} after a warm-up")
     _dump(opts.json, report)
+    title = f"Export time, torch {release}" if set(modes) == set(MODES) else \
+        f"Export time ({', '.join(modes)}), torch {release}"
+    results.write_from_args(
+        opts, name, markdown=results_markdown(sections, repeats),
+        data={"modes": modes, "repeats": repeats, "quick": opts.quick, "rows": flat},
+        argv=command_line, title=title)
 
 
 def _dump(path: str | None, report: dict[str, Any]) -> None:

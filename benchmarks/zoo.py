@@ -8,6 +8,15 @@ Run from the repository root:
     python benchmarks/zoo.py --only gpt2 --exporter-kwargs '{"draft": true}' --tool exporter
     python benchmarks/zoo.py --classes first --exporter-kwargs '{"ir": "training"}'
     python benchmarks/zoo.py --classes first --dynamic --jobs 2  # batch and sequence Dim.AUTO
+    python benchmarks/zoo.py --fast --no-results            # only print
+
+Each run writes its summary and table, and every row as JSON (model type as ``family``,
+verdict as ``outcome``), through ``results.write``: ``docs/results/zoo-torch-2.15.md`` and
+``.json`` for the torch release that ran, named ``zoo-dynamic-...`` with ``--dynamic``,
+``zoo-training-...`` with ``"ir": "training"``, ``zoo-fast-...`` with ``--fast`` and
+``zoo-subset-...`` with ``--only``, ``--exclude``, one ``--tool`` or other exporter
+arguments (``--results-dir`` to put them elsewhere, ``--no-results`` to
+only print).
 
 For every model type in transformers' ``CONFIG_MAPPING`` (or ``--only``), the zoo builds
 a tiny randomly initialised model (``zoo_models.py``: shrunken default config, no
@@ -66,6 +75,7 @@ from torch.utils._pytree import tree_leaves  # noqa: E402
 # zoo_models sits beside this file, which is run as a script (not as a package).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import results  # noqa: E402
 import transformers  # noqa: E402
 import zoo_models  # noqa: E402
 
@@ -185,8 +195,11 @@ class Row:
         return None
 
     def to_json(self) -> dict[str, Any]:
+        """The row as JSON: every field, the verdict (also as ``outcome``), the model type as
+        ``family``, the ratio and the signature difference."""
         data = attrs.asdict(self, recurse=True)
-        data.update(verdict=self.verdict, ratio=self.ratio, signature_difference=self.signature_difference)
+        data.update(family=self.model_type, verdict=self.verdict, outcome=self.verdict, ratio=self.ratio,
+                    signature_difference=self.signature_difference)
         return data
 
 
@@ -703,6 +716,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="write every row and the summary as JSON")
     parser.add_argument("--markdown", type=Path, help="write the summary and table as markdown")
     parser.add_argument("--logs", type=Path, help="keep each model's stdout/stderr in this folder")
+    results.add_arguments(parser)
     args = parser.parse_args(argv)
     if not isinstance(args.exporter_kwargs, dict):
         parser.error("--exporter-kwargs must be a JSON object")
@@ -723,7 +737,26 @@ def selected_types(args: argparse.Namespace) -> list[str]:
     return [t for t in types if t not in set(args.exclude)]
 
 
+def results_name(args: argparse.Namespace) -> str:
+    """The results file's name for a run: ``zoo-torch-2.15``, with ``-fast``, ``-subset``,
+    ``-dynamic`` and ``-training`` as the options ask."""
+    kwargs = dict(args.exporter_kwargs)
+    training = kwargs.pop("ir", None) == "training"
+    subset = bool(args.only or args.exclude or kwargs or args.tool != "both")
+    flags = (("fast", args.fast), ("subset", subset), ("dynamic", args.dynamic), ("training", training))
+    return "-".join(["zoo", *(flag for flag, on in flags if on), results.release_suffix()])
+
+
+def results_title(args: argparse.Namespace) -> str:
+    """The results page's title: the zoo, its variant and the torch release."""
+    parts = results_name(args).split("-")
+    variant = [word for word, on in (("fast set", "fast" in parts), ("subset", "subset" in parts),
+                                     ("dynamic shapes", "dynamic" in parts), ("training IR", "training" in parts)) if on]
+    return f"Model zoo{' (' + ', '.join(variant) + ')' if variant else ''}, torch {results.torch_release()}"
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the zoo as the options ask; print the table and write the results files."""
     args = parse_args(argv)
     types = selected_types(args)
     settings = Settings(
@@ -749,18 +782,22 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(rows)
     print_report(rows, settings, summary)
     print(f"wall time {wall:.0f} s", flush=True)
+    data = {
+        "settings": {**attrs.asdict(settings), "log_dir": str(settings.log_dir) if settings.log_dir else None},
+        "environment": environment(),
+        "wall_seconds": wall,
+        "summary": summary,
+        "rows": [row.to_json() for row in rows],
+    }
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "settings": {**attrs.asdict(settings), "log_dir": str(settings.log_dir) if settings.log_dir else None},
-            "environment": environment(),
-            "wall_seconds": wall,
-            "summary": summary,
-            "rows": [row.to_json() for row in rows],
-        }, indent=1, default=str))
+        args.json.write_text(json.dumps(data, indent=1, default=str))
+    table = markdown(rows, settings, summary)
     if args.markdown:
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(markdown(rows, settings, summary))
+        args.markdown.write_text(table)
+    results.write_from_args(args, results_name(args), markdown=table, data=data,
+                            argv=results.script_argv(__file__, argv), title=results_title(args))
     return 0
 
 

@@ -1,8 +1,10 @@
-"""The benchmark script runs end to end and refuses to time a wrong program (its figures are
-in the README; no time is asserted)."""
+"""The benchmark script runs end to end, refuses to time a wrong program and writes its
+stamped results where it is told (the figures are on the docs' results page; no time is
+asserted)."""
 
 import copy
 import importlib.util
+import json
 import pathlib
 
 import pytest
@@ -102,3 +104,22 @@ def test_the_first_export_split_counts_kernels_inside_the_memos_time_and_restore
     assert 0 < seconds["kernels"] < seconds["dispatch"] < seconds["total"]
     static = module._exporter(model, kwargs, None, "training")
     assert static["dispatch"] == static["kernels"] == 0.0  # no symbolic memo without symbolic sizes
+
+
+def test_a_run_writes_its_stamped_results_where_it_is_told(bench, tmp_path, capsys):
+    """The tables and raw rows go through results.write into --results-dir (never docs/results
+    here); --no-results only prints."""
+    args = ["--modes", "static", "--models", "gpt2", "--layers", "1", "--repeats", "1"]
+    bench.main([*args, "--results-dir", str(tmp_path)])
+    name = f"export-time-static-subset-{bench.results.release_suffix()}"
+    content = json.loads((tmp_path / f"{name}.json").read_text())
+    assert content["stamp"]["command"] == "python benchmarks/bench_export.py " + " ".join(args) + \
+        f" --results-dir {tmp_path}"
+    (row,) = content["data"]["rows"]
+    assert row["mode"] == "static" and row["model"] == "gpt2" and row["layers"] == 1 and row["ratio"] > 0
+    assert "| gpt2 | 1 |" in (tmp_path / f"{name}.md").read_text()
+    assert f"({name}.md)" in (tmp_path / "index.md").read_text()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    bench.main([*args, "--no-results", "--results-dir", str(tmp_path / "unused")])
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert "results:" not in capsys.readouterr().out.splitlines()[-1]
