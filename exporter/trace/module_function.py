@@ -18,6 +18,7 @@ import torch.utils._pytree as pytree
 from .._errors import Category, TraceError
 from .._ir import node_frame
 from .._torch_internals import (
+    FakeTensor,
     FunctionalTensor,
     effect_tokens,
     functional_mode,
@@ -26,7 +27,7 @@ from .._torch_internals import (
     reparametrize_module,
     unwrap_functional,
 )
-from ..inputs.bind import BoundInputs
+from ..inputs.bind import BoundInputs, dispatches_like_a_tensor
 from ..inputs.containers import describe_class, holds_tensors, register_containers_in
 from .active import traced_graph, traced_node
 from .patches import buffer_writes
@@ -278,6 +279,9 @@ def _side_effect_error() -> TraceError:
     )
 
 
+_TRACED_TENSORS = (FakeTensor, FunctionalTensor)
+"""The tensor subclasses a trace itself makes its values of."""
+
 _OUTPUT_LEAF_TYPES = (
     torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool,
     int, float, bool, str, type(None), torch.dtype, torch.device,
@@ -289,8 +293,20 @@ def _flatten_outputs(out: Any) -> tuple[list[Any], pytree.TreeSpec]:
     register_containers_in(out)
     with_paths, spec = pytree.tree_flatten_with_path(out)
     for path, leaf in with_paths:
+        where = f"output{pytree.keystr(path)}" if path else "the output"
+        if isinstance(leaf, torch.Tensor) and type(leaf) not in _TRACED_TENSORS and not dispatches_like_a_tensor(leaf):
+            # Its inner tensors were traced, the wrapper was not: kept as a leaf, the program
+            # would return a constant holding the trace's fake tensors.
+            names = leaf.__tensor_flatten__()[0] if hasattr(leaf, "__tensor_flatten__") else ()
+            inner = f" (out.{', out.'.join(names)})" if names else ""
+            raise TraceError(
+                f"forward() returns a tensor subclass {type(leaf).__qualname__} at {where}, which a "
+                "program cannot return: it holds plain tensors",
+                category=Category.UNSUPPORTED_TENSOR_SUBCLASS,
+                hint=f"return the plain tensors it holds{inner} and build the {type(leaf).__qualname__} "
+                "from the program's outputs",
+            )
         if not isinstance(leaf, _OUTPUT_LEAF_TYPES):
-            where = f"output{pytree.keystr(path)}" if path else "the output"
             raise TraceError(
                 f"forward() returns a {describe_class(type(leaf))} at {where}, which is not a pytree "
                 "container: a program's outputs are tensors, numbers and containers of them",

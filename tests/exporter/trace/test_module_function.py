@@ -63,3 +63,38 @@ def test_a_buffer_replaced_with_another_shape_is_named_with_the_fix():
     with pytest.raises(TraceError, match=r"replaced buffer 'cache' \(\(2,\) torch.float32\) with \(3,\)") as caught:
         functional_fn(run, Recorded(), ["buffer 'cache'", "args[0]"])(*inputs)
     assert "largest shape" in caught.value.hint
+
+
+class ReturnsSubclass(torch.nn.Module):
+    def __init__(self):
+        from torch.testing._internal.two_tensor import TwoTensor
+
+        super().__init__()
+        self.w = torch.nn.Parameter(TwoTensor(torch.randn(3, 3), torch.randn(3, 3)))
+
+    def forward(self, x):
+        return {"scores": x @ self.w}
+
+
+class BuildsSubclass(torch.nn.Module):
+    def forward(self, x):
+        from torch.testing._internal.two_tensor import TwoTensor
+
+        return {"scores": TwoTensor(x * 2, x * 3)}
+
+
+@pytest.mark.parametrize("ir", ["inference", "training"])
+@pytest.mark.parametrize("model", [ReturnsSubclass, BuildsSubclass], ids=["state", "built"])
+def test_a_tensor_subclass_returned_is_refused_naming_the_output_and_its_tensors(model, ir):
+    """Its inner tensors are traced, the wrapper is not: kept as an output leaf, the program
+    returned a constant holding the trace's fake tensors."""
+    import exporter
+
+    if ir == "training" and model is ReturnsSubclass:  # subclass state is refused first there
+        with pytest.raises(TraceError, match="keeps tensor-subclass parameters"):
+            exporter.export(model(), (torch.randn(2, 3),), ir=ir)
+        return
+    with pytest.raises(TraceError, match=r"returns a tensor subclass TwoTensor at output\['scores'\]") as caught:
+        exporter.export(model(), (torch.randn(2, 3),), ir=ir)
+    assert caught.value.category.value == "unsupported tensor subclass"
+    assert "(out.a, out.b)" in caught.value.hint
