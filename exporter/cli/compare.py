@@ -88,9 +88,10 @@ class VerificationMismatch(VerificationError):
                 "--dynamic x.0=batch:1..); if they must be supported, find what in forward() made the condition"
             )
         else:
+            how = "compare node by node with torch.fx.Interpreter" if what == "program" else "check the program itself with --verify"
             hint = (
-                "the program disagrees with eager beyond tolerance; compare node by node with "
-                "torch.fx.Interpreter, or loosen --rtol/--atol if the difference is rounding"
+                f"the {what} disagrees with eager beyond tolerance; {how}, or loosen --rtol/--atol if the "
+                "difference is rounding"
             )
         super().__init__(
             f"{what} and eager differ (rtol {rtol:g}, atol {atol:g}): " + "; ".join(failures),

@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any
 
 from .analysis import human_bytes as _bytes, input_names, module_tree, state_groups
+from .save import write_atomically
 
 __all__ = ["check_html", "export_html", "write_html"]
 
@@ -345,6 +346,10 @@ def check_html(results, title: str = "exporter check") -> str:
 
 
 def write_html(path: str, text: str) -> None:
-    """Write the page (UTF-8)."""
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+    """Write the page (UTF-8), atomically, as the other reports are written."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    write_atomically(path, write, suffix=".html")

@@ -32,6 +32,9 @@ def write_junit(path: str, results, suite: str = "exporter.check") -> None:
         elif result.drift:
             failure = ET.SubElement(case, "failure", message="signature or op histogram drifted from the baseline", type="drift")
             failure.text = "\n".join(result.drift)
+        elif not result.passed:  # exported, but nothing to hold it to: no baseline entry
+            failure = ET.SubElement(case, "failure", message=result.note or result.status, type=result.status)
+            failure.text = result.note or result.status
         out = ET.SubElement(case, "system-out")
         out.text = f"ops: {sum(report.ops.values())}, parameters: {report.parameters}"
         if report.error and report.error.category in _STOPPED and report.error.traceback:

@@ -30,3 +30,15 @@ def test_cases_failures_and_drift(tmp_path):
     assert failure.text == error.to_text() == "first line\nsecond\n  at m.py:4\n  hint: do this"
     assert cases["drift.py:M"].find("failure").get("type") == "drift"
     assert cases["ok.py:M"].find("system-out").text == "ops: 2, parameters: None"
+
+
+def test_a_model_with_no_baseline_entry_is_a_failed_case_saying_so(tmp_path):
+    """It counts as a failure (check exits 1), so CI must show the case failed too."""
+    missing = _result("new.py:M")
+    missing.note = "no baseline entry; record one with --update-baseline"
+    path = tmp_path / "j.xml"
+    write_junit(str(path), [_result("ok.py:M"), missing])
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert suite.get("failures") == "1"
+    failure = {c.get("name"): c for c in suite.findall("testcase")}["new.py:M"].find("failure")
+    assert failure.get("type") == "no baseline" and "--update-baseline" in failure.get("message")
