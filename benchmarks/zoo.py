@@ -663,7 +663,7 @@ def _md(text: str) -> str:
 
 
 def markdown(rows: list[Row], settings: Settings, summary: dict[str, Any]) -> str:
-    """A markdown summary and per-model table, for a README."""
+    """A markdown summary and per-model table, for the results page."""
     out = [f"**{summary['rows']} models across {summary['model_types']} transformers model types**", ""]
     out += ["| outcome | models |", "|---|---:|"]
     out += [f"| {verdict} | {count} |" for verdict, count in summary["counts"].items()]

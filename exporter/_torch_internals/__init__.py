@@ -1,15 +1,11 @@
 """Every private torch API exporter leans on, imported or wrapped in this one package.
 
-exporter builds on torch's tracing primitives, and several of them live behind underscored
-names that move between releases.  Nothing else in exporter imports an underscored torch
-module or reads an underscored attribute of a torch object (``torch.utils._pytree``, the
-pytree API every torch user calls, is the exception); a torch upgrade starts here, with
-``release``.  The modules are split by concern; this one re-exports all but ``fast``, whose
-names only the fast paths import.
-
-The release is checked first, so an unsupported torch gets one line at ``import exporter``
-rather than an error deep in a trace.
-"""
+Nothing else in exporter imports an underscored torch module or reads an underscored
+attribute of a torch object (``torch.utils._pytree``, the pytree API every torch user calls,
+is the exception); the architecture test holds it so.  The modules are split by concern; this
+one checks the running release first (``release``), so an unsupported torch gets one line at
+``import exporter``, then re-exports all of them but ``fast``, which only the fast paths
+import."""
 
 from .release import check_supported
 

@@ -64,8 +64,7 @@ def pre_dispatch_handler(op: OpOverload, accepts: Any) -> Any:
     torch's own kernel there (``OpOverload._get_dispatch``) does the same in the same
     order: take the mode out of its slot (turning the key off when no mode is left), call
     it, put it back.  It builds the kernel and a context manager afresh for every call and
-    flattens the arguments to list the tensor types, which on a training-IR trace cost a
-    sixth of the trace.  The mode must not read ``types`` (given as ``()``)."""
+    flattens the arguments to list the tensor types, on every call of a training-IR trace.  The mode must not read ``types`` (given as ``()``)."""
     state = torch._ops.mode_stack_state_for_pre_dispatch()
     mode = state.get(0)
     if (
@@ -131,8 +130,9 @@ def fake_cache_would_serve(mode: FakeTensorMode, func: OpOverload, args: tuple, 
 
 
 def fake_of_plain_tensor(mode: FakeTensorMode, t: torch.Tensor) -> FakeTensor | None:
-    """``mode.from_tensor(t, static_shapes=True)`` for a plain tensor, about six times
-    faster, or None when ``t`` is not plain (the caller converts it with ``from_tensor``).
+    """``mode.from_tensor(t, static_shapes=True)`` for a plain tensor, made directly without
+    describing every attribute first, or None when ``t`` is not plain (the caller converts it
+    with ``from_tensor``).
 
     Plain: a CPU ``torch.Tensor`` or ``nn.Parameter``, strided, a leaf with no ``.grad``, not
     a view, at offset 0 of a non-empty storage no tensor converted in this mode shares, not
@@ -204,8 +204,8 @@ def fake_view_of(
     view op's result on a hit (below autograd, which makes it a view of ``base``).
 
     Of ``base``'s dtype it is ``as_strided`` on ``base`` as a meta tensor, as view kernels
-    make their results: on symbolic sizes a twentieth of the cost of ``set_``, which checks
-    the layout against the storage's size with a dozen symbolic computations."""
+    make their results: on symbolic sizes far cheaper than ``set_``, which checks the layout
+    against the storage's size with a dozen symbolic computations."""
     if dtype == base.dtype:
         with in_kernel_invocation_manager(mode), torch._C._DisableTorchDispatch():  # base as meta
             empty = base.as_strided(shape, stride, offset)
@@ -227,7 +227,7 @@ def fake_flat_restrided(
     """A fake tensor of this layout over new storage of ``numel`` elements, as kernels make
     their results with ``empty`` or ``empty_permuted``: the storage's size is the number of
     elements (on symbolic sizes another expression than ``fake_empty_strided``'s extent of the
-    strides), and on symbolic sizes it costs half of ``fake_empty_strided``'s ``empty``."""
+    strides), and on symbolic sizes it is cheaper to make."""
     with torch._C._DisableTorchDispatch():  # reaches no mode: meta tensors
         empty = torch.empty((numel,), dtype=dtype, device="meta").as_strided(shape, stride, 0)
     if FakeTensorConfig.debug:
@@ -289,8 +289,8 @@ def lazily_known(t: torch.Tensor) -> tuple[str, str]:
 def _as_fake(
     mode: FakeTensorMode, elem: torch.Tensor, device: torch.device, requires_grad: bool, real: torch.Tensor | None
 ) -> FakeTensor:
-    """``FakeTensor(mode, elem, device, real_tensor=real)`` with ``requires_grad``, made for
-    about a fifth of the constructor's cost; ``device`` is a fake tensor's (normalized).
+    """``FakeTensor(mode, elem, device, real_tensor=real)`` with ``requires_grad``, made without
+    the constructor's checks; ``device`` is a fake tensor's (normalized).
     Not for ``FakeTensorConfig.debug``, where each tensor records where it was made.
 
     The constructor re-checks its arguments, sets each attribute through a descriptor, and

@@ -35,7 +35,7 @@ def loaded_dynamo_config() -> Any:
     """Dynamo's config module if something already imported Dynamo, else None.
 
     Higher-order ops such as ``torch.cond`` and ``while_loop`` compile their bodies with
-    Dynamo; importing it ourselves would cost every export half a second."""
+    Dynamo; importing it ourselves would put Dynamo's import into every export."""
     return sys.modules.get("torch._dynamo.config")
 
 

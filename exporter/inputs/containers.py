@@ -1,25 +1,10 @@
 """Objects that hold tensors in their attributes (KV caches) as program inputs and outputs.
 
-A program's inputs and outputs are pytrees: tensors and numbers in tuples, lists, dicts and
-registered container classes.  A transformers decoder takes and returns a ``DynamicCache``,
-an object whose ``layers`` hold ``keys`` and ``values`` tensors.  ``register_container(cls)``
-makes such a class a pytree container, generically, by its attributes:
-
-- an attribute that holds tensors (directly, in lists, tuples or dicts, or in other
-  container objects) is a child: its tensors become program inputs or outputs, named by
-  the path to them (``cache.layers[0].keys`` -> ``cache_layers_0_keys``);
-- every other attribute (flags, ints, devices, classes) is part of the container's spec:
-  the program was traced with those values and accepts only objects that have the same.
-
-Unflattening builds a new object of the class with the same plain attributes and the
-given tensors, so ``ep.module()`` takes real cache objects and returns new ones.
-
-transformers' cache classes (``Cache``, its layers, and any ``transformers`` class named
-``...Cache``) are registered on first sight; any other class must be registered by the
-user, and an unregistered object holding tensors is refused with the line that registers
-it.  Registration is process-wide and kept: a program needs it to read its inputs, and a
-process that loads a saved program must register the same classes first.
-"""
+``register_container(cls)`` makes such a class a pytree container by its attributes: the ones
+holding tensors are children (their tensors become program inputs or outputs, named by
+path), every other attribute is part of the spec the program accepts.  transformers' cache
+classes are registered when met (``register_containers_in``); the KV-caches guide has the
+rules."""
 
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
-"""Record how named submodules were called, for ``preserve_module_call_signature``.
-
-``torch.export.unflatten`` rebuilds a program's module hierarchy; a submodule whose call
-signature the program preserved comes back with the calling convention it had (the
-pytree structure of its arguments and outputs), so it can be swapped for an eager module.
-The program carries that signature in its module call graph: for each call, the graph
-values that went in and came out, and the two pytree specs.
-
-While a trace runs, a forward pre-hook and hook on each named submodule read, for every
-flattened argument and output, the graph node of the active trace that holds it (a
-constant stays a constant); nothing is added to the graph.  The hooks are removed when
-the block ends, whatever happens.
-"""
+"""Record how named submodules were called, for ``preserve_module_call_signature``: while a
+trace runs, hooks on each named submodule read the graph nodes holding its flattened arguments
+and outputs, which the program's module call graph carries so that ``torch.export.unflatten``
+rebuilds the submodule with the calling convention it had."""
 
 from __future__ import annotations
 

@@ -1,19 +1,10 @@
 """Draft tracing: where an export would stop, take what the example inputs do, and say so.
 
-Under ``real_tensor_propagation`` every fake tensor carries a real copy and every op runs
-on both, so the trace can go where fake tensors alone cannot:
-
-* a guard on a data-dependent value (``if x.sum() > 0``, ``range(n.item())``, indexing a
-  ``ModuleList`` with a tensor) is decided by the example's value; the ShapeEnv defers it
-  as a runtime assert (``propagate_real_tensors: <expr> == <value>``), which the
-  ``insert_runtime_asserts`` pass puts in the graph;
-* an operator without a fake kernel gets one inferred from its real outputs: their sizes
-  become data-dependent symbols, and this module asserts their dtype, device and layout.
-
-``data_dependent_assumptions`` and ``missing_fake_kernel_assumptions`` read those back as
-``Assumption`` records, with the user's source line; ``mark_checked`` says which ones an
-assert in the final graph checks.
-"""
+Under real-tensor propagation a guard on a data-dependent value is decided by the example's
+value and deferred as a runtime assert, and an operator without a fake kernel gets one from
+its real outputs.  ``data_dependent_assumptions`` and ``missing_fake_kernel_assumptions`` read
+those back as ``Assumption`` records with the user's line; ``mark_checked`` says which ones the
+program checks when it runs."""
 
 from __future__ import annotations
 

@@ -1,29 +1,7 @@
-"""Replacement kernels that make a trace record the op set torch.export's IR has.
-
-**Functional composites kept whole.** Below autograd, ATen expands CompositeImplicitAutograd
-ops into their parts (``linear`` becomes ``t`` + ``addmm``, ``scaled_dot_product_attention``
-a backend-specific fused kernel).  torch.export keeps the functional ones whole in its ATen
-IR, because backends pattern-match on them, and so do we.  With the kernel table from
-``composite_kernels`` installed, such an op:
-
-* passes autograd without being expanded (it is redispatched below autograd);
-* reports "no decomposition" at the composite key, so the functionalizing and proxy
-  modes record it as a single node;
-* still computes real and fake results with its original composite kernel, so eager
-  execution and shape propagation are unchanged.
-
-Only ops whose schema says they neither mutate nor alias are kept: functionalization must
-know statically what an op writes and aliases.  Ops tagged ``maybe_aliasing_or_mutating``
-(``reshape``, ``contiguous``, ...) are always expanded.
-
-**Conversions checked.** ``checked_conversion`` records, for every ``Tensor.to``-style
-conversion, the ``aten._assert_tensor_metadata`` check torch.export's IR carries for it.
-
-Each kernel acts only while the ``active`` predicate it was made with holds (``patches``
-passes "this thread is tracing"); otherwise it does what the op did without it, so an eager
-model, a FakeTensorMode or torch.compile in another thread sees the op as torch defines it.
-Nothing here changes global state; ``patches`` installs these kernels for a trace.
-"""
+"""Replacement kernels that make a trace record the op set torch.export's IR has: functional
+composite ops kept whole (``aten.linear``, attention, ``einsum``) instead of expanded below
+autograd, and each dtype or device conversion the model makes checked with
+``aten._assert_tensor_metadata``.  The design page ("Composite ops kept whole") says how."""
 
 from __future__ import annotations
 

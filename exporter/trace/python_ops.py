@@ -1,20 +1,8 @@
-"""Python-level operations rewritten as torch calls that keep symbolic values symbolic.
-
-Plain Python would compare or read a size's value in a few places, adding a guard that
-fixes or narrows it, where torch.export keeps the size symbolic:
-
-* ``max(n, 4)`` / ``min(...)`` on sizes compare them: here they are ``torch.sym_max`` /
-  ``torch.sym_min``, and on tensors ``torch.maximum`` / ``torch.minimum`` / ``clamp``;
-* ``math.pow`` converts a symbolic number to a float: here it computes ``float(x) ** y``
-  symbolically;
-* indexing a tensor with a symbolic int (``x[:, t // 2]``, ``x[:n]``) goes through code that
-  guards on its value: here it is the equivalent ``select`` / ``slice`` / ``unsqueeze``;
-* ``torch.tensor([n])`` reads the example value of ``n``: here it records the size.
-
-Each replacement is made from the function it replaces (``real``) and falls back to it
-for anything else.  ``patches.tracing_patches`` installs them for every trace, static or
-dynamic, so a model means the same Python with and without ``dynamic_shapes``.
-"""
+"""Python-level operations rewritten as torch calls that keep symbolic sizes symbolic:
+``max``/``min``, ``math.pow``, indexing a tensor with a size, and ``torch.tensor`` of sizes,
+where plain Python would read a size's example value and add a guard.  Each replacement is
+made from the function it replaces and falls back to it for anything else; ``patches``
+installs them in the tracing thread."""
 
 from __future__ import annotations
 

@@ -1,20 +1,7 @@
-"""Python stacks during a trace: stack traces for graph nodes, recorded cheaply, and
-room on the interpreter's frame stack for the whole trace.
-
-make_fx captures a full native+Python traceback for every node, formats every frame and
-then keeps only the user's ``forward`` frames; on small models that is a fifth of the
-export time.  This walks the live Python frames instead and formats only the frames it
-keeps, producing the same text (``File "...", line N, in forward`` plus the source line,
-outermost first, repeats folded as the traceback module folds them).
-
-CPython (3.11+) keeps frames in 16 KiB chunks that it maps when a call does not fit and
-unmaps when that call returns.  A trace calls the same ~60-frame-deep dispatch path for
-every op; when one of its frames straddles a chunk boundary, every op maps, faults in and
-unmaps a chunk.  Where that happens depends only on how deep the caller's stack already
-is (on LLaMA-32L the traced function's 300 arguments put it there: 60,000 page faults,
-a fifth of the export).  ``on_roomy_stack`` runs the trace above one frame large enough
-to open a chunk with room for the whole trace.
-"""
+"""Python stacks during a trace: each graph node's stack trace, recorded by walking the live
+frames and formatting only the user's (the text make_fx would record), and room on the
+interpreter's frame stack so a trace's deep dispatch path does not straddle a chunk boundary
+on every op (``on_roomy_stack``)."""
 
 from __future__ import annotations
 
@@ -42,8 +29,7 @@ def _kept(code, skip: set[str], anchors) -> bool:
 
 # id(code object) -> (the code object, whether its frames belong in a stack trace); a
 # trace walks ~50 frames per node, nearly all the same tracer frames every time.  Keyed by
-# id because hashing a code object hashes its bytecode and constants (about 1 us for
-# make_fx's proxy_call); the entry holds the code object, so its id stays its own.
+# id because hashing a code object hashes its bytecode and constants; the entry holds the code object, so its id stays its own.
 # Generated code (graph modules) brings new code objects, so the table is emptied when it
 # grows large.
 _KEEP: dict[int, tuple] = {}

@@ -100,8 +100,8 @@ def new_fake_mode(root: torch.nn.Module, *, prefer_deferred_runtime_asserts_over
     kernel instead of going through the fake-tensor cache.  Results with symbolic sizes are
     cached per ShapeEnv, so each export starts with an empty cache, and making an entry
     rebuilds the result from symbolic expressions to check it: on transformers models
-    with batch and sequence dynamic that cost more than it saved (an export took 1.5-1.8x
-    the time with the cache).  Static exports share the process-wide cache, which pays."""
+    with batch and sequence dynamic that costs more than it saves (the export benchmark's
+    dynamic rows measure it).  Static exports share the process-wide cache, which pays."""
     code = getattr(type(root).forward, "__code__", None)
     co_fields = (
         {"co_name": code.co_name, "co_filename": code.co_filename, "co_firstlineno": code.co_firstlineno}

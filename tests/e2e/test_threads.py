@@ -11,7 +11,7 @@ barrier, and the other threads keep working until the round's exports are done, 
 work overlaps the traces (counted, with forward hooks on the exported models).
 
 The cond programs are run after the threads: running one is an eager higher-order op,
-which torch traces with make_fx, and make_fx is not thread-safe (patches module docstring).
+which torch traces with make_fx, and make_fx is not thread-safe (the design page, "Other threads").
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each seed is one generated program checked against eager and torch.export
 (``runner.check_source``); a finding fails the test with the program's source and the
 command that shrinks it. The long run is ``python -m tests.fuzz.run``
-(README, "Fuzzing"). Every shrunk finding under ``findings/`` is checked too, as a
+(docs/testing.md, "Fuzzing"). Every shrunk finding under ``findings/`` is checked too, as a
 strict xfail until exporter is fixed; a finding with a ``FIXED = "..."`` line is a
 regression test.
 """

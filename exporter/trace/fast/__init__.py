@@ -1,24 +1,11 @@
 """The fast paths: code that only makes a trace faster, each piece standing in for a part of
-make_fx or the fake-tensor converter, all behind one switch.
+make_fx or the fake-tensor machinery, all behind one switch.
 
-=====================  =================================================================
-fast path              stands in for
-=====================  =================================================================
-``recorder``           make_fx on a static trace's first try (``recorder.record``)
-``symbolic_memo``      a dynamic trace's repeated fake kernels (``symbolic_memo``)
-``direct_fakes``       ``FakeTensorMode.from_tensor`` for plain parameters and inputs
-``direct_pre_dispatch`` torch's per-call kernel at the pre-dispatch key (training IR)
-``memory_formats``     make_fx's memory-format question on symbolic sizes
-``deferred_code``      the program's graph code, generated when first used
-=====================  =================================================================
-
-Switched off, a trace is make_fx's and torch's own, with the same program (the equality
-tests hold each fast path to it).  ``FastPaths.resolve`` reads the switch: the keyword
-(``exporter.export(..., fast_paths=...)``), else ``EXPORTER_FAST_PATHS`` (``0`` or ``1``),
-else each path is on where it is proven for the running torch release
-(``_torch_internals.release.FAST_PATHS_PROVEN``).  The modules of this package are imported
-only when a path they hold is on.
-"""
+``FastPaths`` says which are on: ``resolve`` reads the keyword (``export(...,
+fast_paths=...)``), else ``EXPORTER_FAST_PATHS`` (``0`` or ``1``), else turns on each path
+proven on the running torch release (``_torch_internals.release.FAST_PATHS_PROVEN``).  Off, a
+trace is make_fx's and torch's own, with the same program.  This package's other modules are
+imported only when a path they hold is on."""
 
 from __future__ import annotations
 

@@ -1,28 +1,8 @@
-"""The fast paths' process-wide patches, entered only while the fast paths are on.
-
-Each mirrors a torch function and, like every patch in ``exporter.trace.patches``, acts in
-the tracing thread only:
-
-=====================================  ================================================
-patch                                  mirrors
-=====================================  ================================================
-``fast_recording``: every              make_fx's ``Tracer.trace``, which routes
-``nn.Module.__call__`` through the     ``nn.Module.__call__`` to ``call_module``, sets
-recorder's module stack, higher-order  the fx-tracing flag and turns the autocast cache
-ops reported first, fx-tracing flag    off (a higher-order op has no rule in the
-set, autocast cache off                recorder, which then hands the trace to make_fx)
-``direct_pre_dispatch``: calls at the  ``OpOverload._get_dispatch`` at the pre-dispatch
-pre-dispatch key handed straight to    key: the same hand-over, without the kernel,
-the one mode there                     context manager and argument flattening torch
-                                       makes for every call
-``memory_formats_remembered``:         make_fx's ``_extract_tensor_metadata``, asked
-make_fx's ``tensor_meta`` maker        again for every node; the answer is kept per size
-remembering memory formats             and stride expressions and ShapeEnv version
-``program_code_deferred``: a           ``ExportedProgram.__init__``, which generates and
-program's graph module compiled on     compiles the graph's code at once; most programs
-first use                              are saved or lowered, which never run that code
-=====================================  ================================================
-"""
+"""The fast paths' process-wide patches, entered only while their fast path is on, each in
+the tracing thread only: ``fast_recording`` and ``direct_pre_dispatch`` for the recorder and
+the training IR, ``memory_formats_remembered`` for make_fx's ``tensor_meta`` on symbolic
+sizes, ``program_code_deferred`` for the program's graph code.  Each names the torch function
+it mirrors; the design page lists them with the other patches."""
 
 from __future__ import annotations
 

@@ -1,32 +1,10 @@
-"""The fast recorder: make_fx's graph for a static, unfunctionalized trace, at a fraction of
-its per-op cost.
+"""The fast recorder: make_fx's graph for a static, unfunctionalized trace, recorded directly
+by a dispatch mode instead of through make_fx's general machinery (a fast path).
 
-make_fx records each op through general machinery: pytree flattening of every call,
-proxy objects wrapping each node, a weak-keyed slot per tensor and per size, constant
-propagation, decomposition tables, thunks for symbolic sizes.  A static trace of a model
-that writes to no input needs little of it, and on transformer models that machinery was
-three times the cost of running the model on fake tensors.  ``Recorder`` is a dispatch
-mode above the fake mode that records the same nodes directly:
-
-* each op becomes one ``call_function`` node named as make_fx names it, created before the
-  op runs (so the node hook sees it first, as with make_fx), with ``val`` (a snapshot of
-  the fake result), ``tensor_meta``, ``nn_module_stack`` and ``stack_trace``; an op with
-  several results gets make_fx's ``getitem`` nodes;
-* a composite op that reaches the recorder is expanded as make_fx expands it (kept-whole
-  composites report no expansion and are recorded whole);
-* a plain tensor held by the model (not a parameter or buffer) becomes a
-  ``_tensor_constant`` attribute read by a ``get_attr`` node, as make_fx makes it;
-* the module stack is kept from ``nn.Module.__call__`` exactly as make_fx's module-stack
-  tracer keeps it (``path@N`` for the N-th repeated call).
-
-Whatever it does not handle the way make_fx would, it refuses with ``CannotRecord``
-before or while tracing, and the tracer traces with make_fx instead: symbolic sizes,
-ops that read a tensor's value (``.item()``; make_fx answers some from constants),
-higher-order ops, tensor subclasses, fake tensors from outside the trace, and modules
-reachable under two names (make_fx records the name used).  A refusal the model's own
-code catches is still a refusal: it is remembered and re-raised when forward returns.
-``tests/exporter/trace/test_recorder.py`` holds both tracers to the same programs.
-"""
+``Recorder`` makes the nodes make_fx makes, with the same names and metadata, and refuses
+(``CannotRecord``) whatever it does not handle as make_fx would, handing the trace to make_fx.
+``tests/exporter/trace/fast/test_recorder.py`` holds the two to the same graphs; the design
+page ("The fast paths") says what it records and what it refuses."""
 
 from __future__ import annotations
 
@@ -216,8 +194,8 @@ class Recorder(TorchDispatchMode):
 
     # -- the memo ------------------------------------------------------------------------
     #
-    # A fake-tensor cache hit costs about 85 us: a key built from every argument's full
-    # metadata, then the result rebuilt.  A model repeats the same calls on the same layouts
+    # A fake-tensor cache hit builds a key from every argument's full metadata, then
+    # rebuilds the result.  A model repeats the same calls on the same layouts
     # layer after layer, and export after export; in a static trace a call matching an
     # earlier one (same op, argument layouts and values, default dtype and device, inference
     # mode, ShapeEnv settings) gets results made as the cache makes them on a hit, from a key

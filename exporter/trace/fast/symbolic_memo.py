@@ -1,46 +1,11 @@
 """Fake results on symbolic sizes, served again within one trace (and, when asked, in later
-traces).
+traces): a fast path.
 
-With symbolic sizes the fake-tensor cache is off (``symbols.new_fake_mode``), so every op
-of a dynamic trace runs its fake kernel: for each output size and stride a few sympy
-computations, for a composite's decomposition hundreds.  A model makes the same call on
-the same symbolic sizes again and again (every layer repeats the one before), and the
-answer cannot change in between unless something it reads did.  ``SymbolicMemo``, in
-front of the trace's fake mode's own dispatch, gives such a repeat fresh fake results
-laid out as the first call's, without running the kernel (for a kept-whole composite,
-without running its decomposition).
-
-A call is served only when nothing can differ:
-
-* the op is built in, writes nothing, has no side effect and returns plain tensors of
-  no data-dependent size (a view op: one, made over its one tensor argument's storage,
-  as the fake kernel makes it);
-* its arguments are this trace's fake tensors carrying no constant, and numbers: the key
-  holds each size, stride, storage offset, element count and storage size as the
-  ShapeEnv's current expression (a guard that specialized a size changes the expression,
-  and so the key), which of those sizes are one object, and each dtype, device and flag;
-* the global settings a kernel may read are the same (``_settings_key``);
-* no size is data-dependent, in or out, and the first call made no new symbol;
-* the results remade from the recorded layout describe exactly what the kernel returned,
-  down to which sizes are one object and which answers torch works out lazily (element
-  count, contiguity) they already hold (checked on the first repeat, whose results are
-  the remade ones; an element count the kernel worked out is worked out for them too).
-
-The first call recorded whatever guards its kernel made; the repeat would make the same
-ones again.  ``memory_formats_remembered`` does the same for the memory format make_fx
-works out for every node's ``tensor_meta``.
-
-With ``share_across_traces()`` (off by default: see its doc), later traces in the process
-(a re-export, another model of the same architecture and sizes) are served what an
-earlier one computed, under a stricter rule: a layout is shared
-only when its kernel taught the ShapeEnv nothing (no guard, range, replacement or symbol:
-``shape_env_version`` unchanged), and is served only to a call made when the ShapeEnv
-knows exactly what it knew then (``shape_env_facts``: settings, guards, axioms, ranges,
-example values, replacements).  What a kernel makes of size expressions is decided by
-those facts alone, so such a call would make the same results and learn nothing either.
-Sizes a result has of its own are kept as expressions and remade in the later trace's
-ShapeEnv.  ``forget_shared`` (called by ``recorder.forget_fake_results``) empties it.
-"""
+With symbolic sizes the fake-tensor cache is off, so every op of a dynamic trace runs its fake
+kernel, though a model repeats the same calls on the same sizes layer after layer.
+``SymbolicMemo`` serves such a repeat fresh fake results laid out as the first call's, only
+where nothing the kernel reads can differ; ``memory_formats_remembered`` does the same for
+make_fx's ``tensor_meta``.  The rules are on the design page ("The fast paths")."""
 
 from __future__ import annotations
 
