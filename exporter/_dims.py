@@ -12,10 +12,12 @@ from typing import Any
 
 import attrs
 import sympy
+import torch
 
+from ._ir import user_input_nodes
 from ._torch_internals import DerivedDim, Dim, DimHint, int_oo
 
-__all__ = ["DimKind", "DimRequest", "DynamicPlan", "bound_text", "dim_text", "spec_fragment", "spec_path"]
+__all__ = ["DimKind", "DimRequest", "DynamicPlan", "bound_text", "dim_names", "dim_text", "spec_fragment", "spec_path"]
 
 
 class DimKind(enum.Enum):
@@ -137,3 +139,28 @@ def dim_text(dim: Any) -> str:
         bounds += [f"max={dim.max}"] if dim.max != int_oo else []
         return f'Dim("{dim.__name__}"' + "".join(f", {b}" for b in bounds) + ")"
     return repr(dim)
+
+
+def dim_names(program: torch.export.ExportedProgram, plan: DynamicPlan | None) -> dict[sympy.Symbol, str]:
+    """The user's Dim name of each size symbol the ``dynamic_shapes`` plan names: a named Dim's
+    symbol is its name; a derived Dim's (``2*seq``) is its expression, or, when the program
+    writes the size as an expression in its root's symbol, that symbol is the root's name."""
+    names: dict[sympy.Symbol, str] = {}
+    if plan is None:
+        return names
+    nodes = user_input_nodes(program)
+    for leaf, dims in plan.requests.items():
+        node = nodes[leaf] if leaf < len(nodes) else None
+        val = node.meta.get("val") if node is not None else None
+        if not isinstance(val, torch.Tensor):
+            continue
+        for index, request in dims.items():
+            size = val.shape[index] if index < val.dim() else None
+            if not isinstance(size, torch.SymInt) or request.name is None:
+                continue
+            expr = size.node.expr
+            if isinstance(expr, sympy.Symbol):
+                names.setdefault(expr, request.name)
+            elif request.root is not None and len(expr.free_symbols) == 1:
+                names.setdefault(next(iter(expr.free_symbols)), request.root)
+    return names

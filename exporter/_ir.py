@@ -15,6 +15,7 @@ import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind, OutputKind
 
 __all__ = [
+    "user_input_nodes",
     "PLACEHOLDER_PREFIXES",
     "ROOT_MODULE_KEY",
     "STATE_MUTATIONS",
@@ -121,3 +122,13 @@ def node_location(node: torch.fx.Node) -> str | None:
     """``file:line`` of the user's code that produced ``node`` (see ``node_frame``), if recorded."""
     frame = node_frame(node)
     return f"{frame.filename}:{frame.lineno}" if frame else None
+
+
+def user_input_nodes(program: torch.export.ExportedProgram) -> list[torch.fx.Node | None]:
+    """The placeholder (or None, for a constant input) of each user input, in flat input order."""
+    nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    return [
+        nodes.get(getattr(spec.arg, "name", None))
+        for spec in program.graph_signature.input_specs
+        if spec.kind is InputKind.USER_INPUT
+    ]

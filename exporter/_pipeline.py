@@ -8,11 +8,14 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
+import sympy
 import torch
 from torch.export import AdditionalInputs
 
 from . import passes, verifier
 from ._assumptions import Assumption, AssumptionKind, DraftReport
+from ._dims import DynamicPlan, dim_names
 from ._options import IR_LEVELS, ExportOptions
 from ._errors import Category, ConstraintError, InputSpecError, PassError, TraceError, VerificationError
 from ._program import build_program
@@ -28,7 +31,7 @@ from .trace.explain import eager_failure, user_location
 from .trace.fast import FAST_PATHS_ENV, FastPaths
 from .trace.patches import gc_paused
 
-__all__ = ["export", "export_timed", "run_passes"]
+__all__ = ["ExportResult", "export", "export_timed", "run_passes"]
 
 log = logging.getLogger(__name__)
 draft_log = logging.getLogger("exporter.draft")
@@ -159,7 +162,24 @@ def export(
         ir=ir,
         fast_paths=fast_paths,
     )
-    return export_timed(mod, args, kwargs, options)[0]
+    return export_timed(mod, args, kwargs, options).program
+
+
+@attrs.frozen
+class ExportResult:
+    """What ``export_timed`` returns: the program and what the export learned on the way."""
+
+    program: torch.export.ExportedProgram
+    timings: dict[str, float]
+    """Seconds per stage: inputs, trace, constraints, passes, program."""
+    inputs: BoundInputs
+    """The example inputs bound to ``forward()``: flat leaves, their paths and labels."""
+    plan: DynamicPlan | None
+    """The ``dynamic_shapes`` spec as read (None for a static export)."""
+
+    def dim_names(self) -> dict[sympy.Symbol, str]:
+        """The user's Dim name of each size symbol of the program the spec named."""
+        return dim_names(self.program, self.plan)
 
 
 @gc_paused()  # a fresh pause per call: the whole export runs with the collector paused
@@ -168,9 +188,12 @@ def export_timed(
     args: tuple[Any, ...] = (),
     kwargs: dict[str, Any] | None = None,
     options: ExportOptions = ExportOptions(),
-) -> tuple[torch.export.ExportedProgram, dict[str, float]]:
-    """``export`` with its settings as one record, also returning seconds per stage: inputs,
-    trace, constraints, passes, program."""
+    *,
+    bound: BoundInputs | None = None,
+) -> ExportResult:
+    """``export`` with its settings as one record, also returning the time of each stage and
+    the inputs and spec as read.  ``bound``: the inputs already bound (``bind_inputs(mod,
+    args, kwargs)``), for a caller that needed them before exporting."""
     model, o = mod, options
     if o.strict:
         raise InputSpecError(
@@ -190,7 +213,7 @@ def export_timed(
     except ValueError as e:
         raise InputSpecError(str(e), hint=f"set {FAST_PATHS_ENV} to 0 or 1, or unset it") from e
     timer = StageTimer()
-    bound = bind_inputs(model, args, kwargs)
+    bound = bind_inputs(model, args, kwargs) if bound is None else bound
     dynamic_shapes = o.dynamic_shapes
     plan = plan_dynamic_shapes(model, bound, dynamic_shapes) if dynamic_shapes is not None else None
     timer.lap("inputs")
@@ -233,7 +256,7 @@ def export_timed(
     if o.experts_implementation is not None:
         check_against_unswitched(program, model, bound.args, bound.kwargs, o.experts_implementation)
     timer.lap("program")
-    return program, timer.timings
+    return ExportResult(program, timer.timings, bound, plan)
 
 
 def _trace(model: torch.nn.Module, bound: BoundInputs, plan: Any, options: ExportOptions, fast: FastPaths) -> ExportState:

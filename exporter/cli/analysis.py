@@ -17,6 +17,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind, OutputKind
 
+from .._ir import user_input_nodes
 from .._torch_internals import TORCH_VERSION
 from .._ir import graph_modules
 
@@ -35,7 +36,6 @@ __all__ = [
     "range_rows",
     "signature_rows",
     "state_groups",
-    "symbol_names",
 ]
 
 
@@ -86,41 +86,6 @@ def output_paths(program: torch.export.ExportedProgram) -> list[str]:
         if len(paths) == n:
             return paths
     return fallback
-
-
-def _user_input_nodes(program: torch.export.ExportedProgram) -> list[Any]:
-    """The placeholder (or None, for a constant input) of each user input, in flat input order."""
-    nodes = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
-    return [
-        nodes.get(getattr(spec.arg, "name", None))
-        for spec in program.graph_signature.input_specs
-        if spec.kind is InputKind.USER_INPUT
-    ]
-
-
-def symbol_names(program: torch.export.ExportedProgram, plan: Any) -> dict[sympy.Symbol, str]:
-    """The user's Dim name of each size symbol the ``dynamic_shapes`` plan names: a named Dim's
-    symbol is its name; a derived Dim's (``2*seq``) is its expression, or, when the program
-    writes the size as an expression in its root's symbol, that symbol is the root's name."""
-    names: dict[sympy.Symbol, str] = {}
-    if plan is None:
-        return names
-    nodes = _user_input_nodes(program)
-    for leaf, dims in plan.requests.items():
-        node = nodes[leaf] if leaf < len(nodes) else None
-        val = node.meta.get("val") if node is not None else None
-        if not isinstance(val, torch.Tensor):
-            continue
-        for index, request in dims.items():
-            size = val.shape[index] if index < val.dim() else None
-            if not isinstance(size, torch.SymInt) or request.name is None:
-                continue
-            expr = size.node.expr
-            if isinstance(expr, sympy.Symbol):
-                names.setdefault(expr, request.name)
-            elif request.root is not None and len(expr.free_symbols) == 1:
-                names.setdefault(next(iter(expr.free_symbols)), request.root)
-    return names
 
 
 def expr_text(expr: Any, names: dict[sympy.Symbol, str]) -> str:
@@ -386,7 +351,7 @@ def dim_rows(
     for a symbol only other sizes are written in, ``data-dependent`` for one an op produced
     (``nonzero``, ``.item()``)."""
     names = names or {}
-    nodes = _user_input_nodes(program)
+    nodes = user_input_nodes(program)
     paths = input_paths or [f"input[{i}]" for i in range(len(nodes))]
     where: dict[Any, list[str]] = {}
     request_of: dict[Any, Any] = {}

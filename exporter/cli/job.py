@@ -13,16 +13,18 @@ import logging
 import os
 import re
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 import torch.utils._pytree as pytree
 
 from .._errors import AbortError, Category, ConstraintError, ErrorInfo
 from .._options import ExportOptions
-from .._pipeline import export_timed
+from .._dims import dim_names
+from .._pipeline import ExportResult, export_timed
 from .._timing import StageTimer
 from ..constraints.fixes import constraint_report
-from ..inputs import bind_inputs, describe_path, plan_dynamic_shapes
+from ..inputs import BoundInputs, bind_inputs, describe_path
 from ..submodules import report_submodules
 from .analysis import (
     dim_rows,
@@ -32,7 +34,6 @@ from .analysis import (
     op_histogram,
     range_rows,
     signature_rows,
-    symbol_names,
 )
 from .artifacts import Artifact, aoti_path_beside, build_aoti, build_onnx, decompose, files_size, load_aoti, load_onnx
 from .compare import compare_runner_with_eager, compare_with_eager, require_match
@@ -124,152 +125,209 @@ def _out_of_memory(error: Exception, stage: str) -> AbortError | None:
     return failure
 
 
+@attrs.define
+class _Job:
+    """One run of ``run_export``: its settings, the report it fills, and what each stage hands
+    to the next."""
+
+    settings: ExportSettings
+    report: ExportReport
+    on_stage: Callable[[str], None] | None
+    timer: StageTimer = attrs.field(factory=StageTimer)
+    stage: str = "starting"
+    """What the job is doing now, for a failure's message."""
+    loaded: Any = None
+    model: Any = None
+    examples: Any = None
+    bound: BoundInputs | None = None
+    dynamic_shapes: Any = None
+    result: ExportResult | None = None
+    program: Any = None
+    names: dict = attrs.field(factory=dict)
+    """The user's Dim name of each size symbol, for the report and the size draws."""
+    runs: list = attrs.field(factory=list)
+    """(label, args, kwargs) of every input set ``--verify`` compared on."""
+
+    def enter(self, stage: str) -> None:
+        self.stage = stage
+        if self.on_stage is not None:
+            self.on_stage(stage)
+
+
+def _load(job: _Job) -> None:
+    job.enter("loading the model")
+    settings, report = job.settings, job.report
+    job.loaded = load_model(settings.model, settings.init_args, train=settings.train)
+    job.model = model = job.loaded.model
+    report.model_name = job.loaded.name
+    report.model_class = f"{type(model).__module__}.{type(model).__qualname__}"
+    report.parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    _require_outputs_writable(settings, job.loaded.name)
+    job.timer.lap("load")
+
+
+def _prepare_inputs(job: _Job) -> None:
+    """The example inputs, bound to forward() once (the export takes them bound), and the
+    ``--dynamic`` flags as a ``dynamic_shapes`` spec over them."""
+    job.enter("preparing example inputs")
+    report = job.report
+    job.examples = examples = resolve_example_inputs(job.settings.example_inputs, job.loaded)
+    report.input_source = examples.source
+    leaves = pytree.tree_flatten_with_path((examples.args, examples.kwargs))[0]
+    report.inputs = [describe_leaf(describe_path(path), value) for path, value in leaves]
+    job.bound = bind_inputs(job.model, examples.args, examples.kwargs)
+    if job.bound.labels == [leaf["path"] for leaf in report.inputs]:  # the same leaves, in the same order
+        report.input_paths = [leaf_path(path) for path in job.bound.paths]
+    if job.settings.dynamic:
+        job.dynamic_shapes = dynamic_shapes_from_flags(job.settings.dynamic, job.bound.by_name())
+    job.timer.lap("inputs")
+
+
+def _export(job: _Job) -> None:
+    job.enter("exporting")
+    settings, report, timer = job.settings, job.report, job.timer
+    options = ExportOptions(
+        dynamic_shapes=job.dynamic_shapes,
+        draft=settings.draft,
+        experts_implementation=settings.experts_implementation,
+        ir=settings.ir,
+    )
+    job.result = export_timed(job.model, job.examples.args, job.examples.kwargs, options, bound=job.bound)
+    job.program = job.result.program
+    timer.lap("export")
+    timer.timings.update({f"export.{k}": v for k, v in job.result.timings.items()})
+    report.ir = "training" if settings.ir == "training" else "aten"
+    if settings.decompose:
+        job.enter("lowering to core ATen")
+        job.program = decompose(job.program, settings.decompose)
+        report.ir = "core-aten"
+        timer.lap("decompose")
+    report.program = job.program
+    report.draft = getattr(job.program, "draft_report", None)
+    if report.draft is not None and settings.dynamic:  # the spec came as flags: fixes as flags
+        report.draft = attrs.evolve(report.draft, assumptions=tuple(
+            attrs.evolve(a, detail=f"fix: {_on_declaring_flag(a.flag, settings.dynamic)}") if a.flag else a
+            for a in report.draft.assumptions
+        ))
+
+
+def _describe(job: _Job) -> None:
+    """The program's signature, ops, modules, ranges, dims and graph, in the user's names."""
+    program, report, plan = job.program, job.report, job.result.plan
+    job.names = names = dim_names(program, plan)
+    input_paths = [leaf_path(path) for path in job.bound.paths]
+    report.signature = signature_rows(program, names, input_paths)
+    report.ops = op_histogram(program)
+    report.modules = module_op_counts(program)
+    report.range_constraints = range_rows(program)
+    report.dims = dim_rows(program, names, plan, input_paths)
+    report.graph = graph_data(program, names, input_paths)
+
+
+def _verify(job: _Job) -> None:
+    """The program against eager on the example inputs, fresh draws, and (dynamic) sizes at
+    the edges and inside of the ranges."""
+    settings, examples, bound, program = job.settings, job.examples, job.bound, job.program
+    job.enter("comparing with eager")
+    job.runs = [("example", examples.args, examples.kwargs)]
+    job.runs += [(f"fresh #{i}", *examples.fresh(i)) for i in range(1, settings.fresh_runs + 1)]
+    if job.result.plan is not None:
+        for i, draw in enumerate(size_draws(program, bound.flat), 1):
+            job.runs.append((draw.text(job.names), *inputs_at(program, bound.flat, bound.in_spec, draw, 100 + i)))
+    job.report.verification = compare_with_eager(job.model, program, job.runs, rtol=settings.rtol, atol=settings.atol)
+    job.timer.lap("verify")
+    require_match(job.report.verification, rtol=settings.rtol, atol=settings.atol)
+
+
+def _write_artifacts(job: _Job) -> None:
+    """The program and the artifacts asked for, each checked against eager with ``--verify``.
+
+    Every file is staged beside its destination and moved into place only once all of them
+    are built and checked: a failing step leaves no file, and existing ones as they were."""
+    settings, report, program = job.settings, job.report, job.program
+    program_path = settings.output or f"{job.loaded.name}.pt2"
+    staging = Staging()
+    try:
+        if settings.save:
+            job.enter("saving")
+            staged = staging.path(program_path)
+            with writing(program_path):
+                write_program(program, staged)
+            seconds = _lap(job.timer, "save")
+            report.artifacts.append(
+                Artifact("program", os.path.abspath(program_path), files_size(staged), seconds, report.ir, report.verification)
+            )
+        if settings.aoti is not None:
+            job.enter("compiling with AOTInductor")
+            path = settings.aoti or aoti_path_beside(program_path)
+            staged = staging.path(path)
+            build_aoti(program, staged)
+            _artifact(job, Artifact("aoti", os.path.abspath(path), files_size(staged), _lap(job.timer, "aoti")),
+                      lambda: load_aoti(staged), "AOTInductor package", "aoti.verify")
+        if settings.onnx is not None:
+            job.enter("converting to ONNX")
+            staged = staging.path(settings.onnx)
+            build_onnx(program, job.examples.args, job.examples.kwargs, staged)
+            _artifact(job, Artifact("onnx", os.path.abspath(settings.onnx), files_size(staged), _lap(job.timer, "onnx")),
+                      lambda: load_onnx(staged, program), "ONNX model", "onnx.verify", "in onnxruntime")
+        staging.commit()
+    finally:
+        staging.discard()
+    if settings.save:
+        report.output_file = os.path.abspath(program_path)
+
+
+def _artifact(job: _Job, artifact: Artifact, load: Callable[[], Any], what: str, lap: str, where: str = "") -> None:
+    """Report ``artifact`` and, with ``--verify``, run it against eager on the same inputs."""
+    job.report.artifacts.append(artifact)
+    if not job.runs:
+        return
+    settings = job.settings
+    job.enter(f"comparing the {what} with eager{' ' + where if where else ''}")
+    artifact.verification = compare_runner_with_eager(
+        job.model, load(), job.runs, rtol=settings.rtol, atol=settings.atol, shared=job.program.constants.values()
+    )
+    job.timer.lap(lap)
+    require_match(artifact.verification, rtol=settings.rtol, atol=settings.atol, what=what)
+
+
+def _record_failure(job: _Job, error: BaseException) -> None:
+    """The failure in the report, in the command line's terms; with ``--report-submodules``,
+    which submodules export on their own."""
+    settings, report = job.settings, job.report
+    if isinstance(error, SystemExit):
+        report.error = ErrorInfo.from_exception(_exited(error, job.stage))
+        return
+    report.error = ErrorInfo.from_exception(_out_of_memory(error, job.stage) or error)
+    if isinstance(error, ConstraintError) and settings.dynamic:
+        report.error = _in_flags(report.error, error, settings.dynamic)
+    # Not when there is a program (verification or saving failed: every module exports), nor
+    # when the model or inputs were given wrongly (no module would run on them).
+    export_failed = report.program is None and not report.error.is_input_error
+    if settings.report_submodules and job.examples is not None and export_failed:
+        job.enter("exporting submodules on their own")
+        try:
+            report.submodules = report_submodules(job.model, job.examples.args, job.examples.kwargs, root_error=report.error)
+        except Exception as failure:  # noqa: BLE001 - the export's own error is what the report is about
+            log.warning("--report-submodules: %s", ErrorInfo.from_exception(failure).headline)
+
+
 def run_export(settings: ExportSettings, on_stage: Callable[[str], None] | None = None) -> ExportReport:
     """Load, export, optionally lower, verify and save ``settings.model`` with the artifacts asked
     for (AOTInductor, ONNX); failures end up in the report."""
-    report = ExportReport(settings)
-    current = ["starting"]
-
-    def stage(name: str) -> None:
-        current[0] = name
-        if on_stage is not None:
-            on_stage(name)
-
-    timer = StageTimer()
-    model = examples = None
+    job = _Job(settings, ExportReport(settings), on_stage)
     try:
-        stage("loading the model")
-        loaded = load_model(settings.model, settings.init_args, train=settings.train)
-        model = loaded.model
-        report.model_name = loaded.name
-        report.model_class = f"{type(model).__module__}.{type(model).__qualname__}"
-        report.parameters = sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
-        _require_outputs_writable(settings, loaded.name)
-        timer.lap("load")
-
-        stage("preparing example inputs")
-        examples = resolve_example_inputs(settings.example_inputs, loaded)
-        report.input_source = examples.source
-        leaves = pytree.tree_flatten_with_path((examples.args, examples.kwargs))[0]
-        report.inputs = [describe_leaf(describe_path(path), value) for path, value in leaves]
-        dynamic_shapes = plan = None
-        bound = bind_inputs(model, examples.args, examples.kwargs)
-        input_paths = [leaf_path(path) for path in bound.paths]
-        if bound.labels == [leaf["path"] for leaf in report.inputs]:  # the same leaves, in the same order
-            report.input_paths = input_paths
-        if settings.dynamic:
-            dynamic_shapes = dynamic_shapes_from_flags(settings.dynamic, bound.by_name())
-            plan = plan_dynamic_shapes(model, bound, dynamic_shapes)
-        timer.lap("inputs")
-
-        stage("exporting")
-        options = ExportOptions(
-            dynamic_shapes=dynamic_shapes,
-            draft=settings.draft,
-            experts_implementation=settings.experts_implementation,
-            ir=settings.ir,
-        )
-        program, timings = export_timed(model, examples.args, examples.kwargs, options)
-        timer.lap("export")
-        timer.timings.update({f"export.{k}": v for k, v in timings.items()})
-        report.ir = "training" if settings.ir == "training" else "aten"
-        if settings.decompose:
-            stage("lowering to core ATen")
-            program = decompose(program, settings.decompose)
-            report.ir = "core-aten"
-            timer.lap("decompose")
-        report.program = program
-        report.draft = getattr(program, "draft_report", None)
-        if report.draft is not None and settings.dynamic:  # the spec came as flags: fixes as flags
-            report.draft = attrs.evolve(report.draft, assumptions=tuple(
-                attrs.evolve(a, detail=f"fix: {_on_declaring_flag(a.flag, settings.dynamic)}") if a.flag else a
-                for a in report.draft.assumptions
-            ))
-        names = symbol_names(program, plan)
-        report.signature = signature_rows(program, names, input_paths)
-        report.ops = op_histogram(program)
-        report.modules = module_op_counts(program)
-        report.range_constraints = range_rows(program)
-        report.dims = dim_rows(program, names, plan, input_paths)
-        report.graph = graph_data(program, names, input_paths)
-
-        runs = []
+        _load(job)
+        _prepare_inputs(job)
+        _export(job)
+        _describe(job)
         if settings.verify:
-            stage("comparing with eager")
-            runs = [("example", examples.args, examples.kwargs)]
-            runs += [(f"fresh #{i}", *examples.fresh(i)) for i in range(1, settings.fresh_runs + 1)]
-            if plan is not None:  # dynamic: also at the edges and inside of the ranges
-                for i, draw in enumerate(size_draws(program, bound.flat), 1):
-                    runs.append((draw.text(names), *inputs_at(program, bound.flat, bound.in_spec, draw, 100 + i)))
-            report.verification = compare_with_eager(model, program, runs, rtol=settings.rtol, atol=settings.atol)
-            timer.lap("verify")
-            require_match(report.verification, rtol=settings.rtol, atol=settings.atol)
-
-        # Every file is staged beside its destination and moved into place only once all of
-        # them are built and checked: a failing step leaves no file, and existing ones as they were.
-        program_path = settings.output or f"{loaded.name}.pt2"
-        staging = Staging()
-        try:
-            if settings.save:
-                stage("saving")
-                staged = staging.path(program_path)
-                with writing(program_path):
-                    write_program(program, staged)
-                seconds = _lap(timer, "save")
-                report.artifacts.append(
-                    Artifact("program", os.path.abspath(program_path), files_size(staged), seconds, report.ir, report.verification)
-                )
-            if settings.aoti is not None:
-                stage("compiling with AOTInductor")
-                path = settings.aoti or aoti_path_beside(program_path)
-                staged = staging.path(path)
-                build_aoti(program, staged)
-                artifact = Artifact("aoti", os.path.abspath(path), files_size(staged), _lap(timer, "aoti"))
-                report.artifacts.append(artifact)
-                if runs:
-                    stage("comparing the AOTInductor package with eager")
-                    artifact.verification = compare_runner_with_eager(
-                        model, load_aoti(staged), runs, rtol=settings.rtol, atol=settings.atol,
-                        shared=program.constants.values(),
-                    )
-                    timer.lap("aoti.verify")
-                    require_match(artifact.verification, rtol=settings.rtol, atol=settings.atol, what="AOTInductor package")
-            if settings.onnx is not None:
-                stage("converting to ONNX")
-                staged = staging.path(settings.onnx)
-                build_onnx(program, examples.args, examples.kwargs, staged)
-                artifact = Artifact("onnx", os.path.abspath(settings.onnx), files_size(staged), _lap(timer, "onnx"))
-                report.artifacts.append(artifact)
-                if runs:
-                    stage("comparing the ONNX model with eager in onnxruntime")
-                    artifact.verification = compare_runner_with_eager(
-                        model, load_onnx(staged, program), runs, rtol=settings.rtol, atol=settings.atol,
-                        shared=program.constants.values(),
-                    )
-                    timer.lap("onnx.verify")
-                    require_match(artifact.verification, rtol=settings.rtol, atol=settings.atol, what="ONNX model")
-            staging.commit()
-        finally:
-            staging.discard()
-        if settings.save:
-            report.output_file = os.path.abspath(program_path)
-        report.status = "ok"
-    except SystemExit as e:
-        report.error = ErrorInfo.from_exception(_exited(e, current[0]))
-    except Exception as e:  # noqa: BLE001 - reported, not raised
-        report.error = ErrorInfo.from_exception(_out_of_memory(e, current[0]) or e)
-        if isinstance(e, ConstraintError) and settings.dynamic:
-            report.error = _in_flags(report.error, e, settings.dynamic)
-        # Not when there is a program (verification or saving failed: every module exports), nor
-        # when the model or inputs were given wrongly (no module would run on them).
-        export_failed = report.program is None and not report.error.is_input_error
-        if settings.report_submodules and examples is not None and export_failed:
-            stage("exporting submodules on their own")
-            try:
-                report.submodules = report_submodules(model, examples.args, examples.kwargs, root_error=report.error)
-            except Exception as failure:  # noqa: BLE001 - the export's own error is what the report is about
-                log.warning("--report-submodules: %s", ErrorInfo.from_exception(failure).headline)
+            _verify(job)
+        _write_artifacts(job)
+        job.report.status = "ok"
+    except (SystemExit, Exception) as e:  # noqa: BLE001 - reported, not raised
+        _record_failure(job, e)
     finally:
-        report.timings = {**timer.timings, "total": timer.elapsed()}
-        report.versions = library_versions(model)
-    return report
+        job.report.timings = {**job.timer.timings, "total": job.timer.elapsed()}
+        job.report.versions = library_versions(job.model)
+    return job.report

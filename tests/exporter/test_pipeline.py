@@ -154,3 +154,20 @@ def test_the_programs_graph_module_makes_its_code_when_first_used(monkeypatch, t
     torch.export.save(fresh, tmp_path / "m.pt2")
     torch.testing.assert_close(torch.export.load(tmp_path / "m.pt2").module()(x), model.lin(x).relu())
     torch.testing.assert_close(fresh.run_decompositions().module()(x), model.lin(x).relu())
+
+
+def test_export_timed_returns_the_program_the_stages_inputs_and_dim_names():
+    import torch
+    from torch.export import Dim
+
+    from exporter._options import ExportOptions
+    from exporter._pipeline import export_timed
+    from exporter.inputs import bind_inputs
+
+    model, x = torch.nn.Linear(4, 2), torch.randn(3, 4)
+    bound = bind_inputs(model, (x,), None)
+    result = export_timed(model, (x,), None, ExportOptions(dynamic_shapes=({0: Dim("rows", max=64)},)), bound=bound)
+    assert result.inputs is bound and result.plan is not None
+    assert set(result.timings) >= {"inputs", "trace", "passes", "program"}
+    assert list(result.dim_names().values()) == ["rows"]
+    assert str(next(iter(result.dim_names()))) in {str(s) for s in result.program.range_constraints}

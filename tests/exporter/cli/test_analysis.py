@@ -18,8 +18,8 @@ from exporter.cli.analysis import (
     range_rows,
     signature_rows,
     state_groups,
-    symbol_names,
 )
+from exporter._dims import dim_names
 
 
 class Block(torch.nn.Module):
@@ -97,7 +97,7 @@ def _pair():
 
 def test_sizes_are_written_in_the_users_dim_names_and_io_by_pytree_path():
     program, plan, bound = _pair()
-    names = symbol_names(program, plan)
+    names = dim_names(program, plan)
     assert sorted(names.values()) == ["batch", "seq"]
     rows = signature_rows(program, names, [leaf_path(p) for p in bound.paths])
     assert [(r["path"], r["shape"]) for r in rows["inputs"]] == [("x", ["batch", "seq"]), ("y", ["batch", "2*seq"])]
@@ -114,7 +114,7 @@ def test_leaf_paths_read_as_the_user_writes_them():
 
 def test_the_range_table_names_each_size_where_it_appears_and_what_was_declared():
     program, plan, bound = _pair()
-    rows = dim_rows(program, symbol_names(program, plan), plan, [leaf_path(p) for p in bound.paths])
+    rows = dim_rows(program, dim_names(program, plan), plan, [leaf_path(p) for p in bound.paths])
     by_name = {r["name"]: r for r in rows}
     assert by_name["batch"]["kind"] == "named" and (by_name["batch"]["min"], by_name["batch"]["max"]) == (1, 8)
     assert by_name["batch"]["declared"] == [1, 8] and by_name["batch"]["note"] == ""
@@ -136,7 +136,7 @@ def test_an_auto_size_the_model_narrows_says_so():
     spec = {"x": {0: Dim.AUTO}}
     program = exporter.export(model, args, dynamic_shapes=spec)
     plan = plan_dynamic_shapes(model, bind_inputs(model, args, {}), spec)
-    (row,) = dim_rows(program, symbol_names(program, plan), plan, ["x"])
+    (row,) = dim_rows(program, dim_names(program, plan), plan, ["x"])
     assert row["kind"] == "auto" and row["max"] == 20 and "max lowered to 20" in row["note"]
     assert row["min"] == 2 and row["declared"] == [None, None] and "min 2: torch traces sizes 0 and 1" in row["note"]
     assert row["name"] == row["symbol"], "an unnamed size keeps torch's symbol"

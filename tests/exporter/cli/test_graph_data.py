@@ -4,7 +4,7 @@ import torch
 from torch.export import Dim
 
 import exporter
-from exporter.cli.analysis import symbol_names
+from exporter._dims import dim_names
 from exporter.cli.graph_data import NODE_FIELDS, graph_data
 from exporter.inputs import bind_inputs, plan_dynamic_shapes
 
@@ -33,7 +33,7 @@ def test_modules_ops_and_dataflow_with_user_names():
     model, args = Net(), (torch.randn(2, 4),)
     spec = {"x": {0: Dim("batch", max=8)}}
     program = exporter.export(model, args, dynamic_shapes=spec)
-    names = symbol_names(program, plan_dynamic_shapes(model, bind_inputs(model, args, {}), spec))
+    names = dim_names(program, plan_dynamic_shapes(model, bind_inputs(model, args, {}), spec))
     data = graph_data(program, names, ["x"])
     modules = {m[0]: (m[1], m[2]) for m in data["modules"]}
     paths = [m[0] for m in data["modules"]]

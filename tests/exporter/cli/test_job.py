@@ -159,3 +159,20 @@ def test_a_failed_export_still_names_its_inputs_by_forward_parameter(models):
     assert failed.exit_code == 1 and failed.signature is None
     assert [leaf["path"] for leaf in failed.inputs] == ["args[0]"]  # the JSON keeps the inputs as given
     assert input_names(failed.signature, failed.inputs, failed.input_paths) == ["x"]
+
+
+def test_the_inputs_are_bound_and_the_spec_read_once_per_export(models, monkeypatch):
+    """The command line binds the inputs (its flags need forward()'s names) and hands them to
+    the export, which reads the spec; the Dim names come back with the program."""
+    import exporter._pipeline as pipeline
+    import exporter.cli.job as job
+    from exporter.inputs import bind_inputs, plan_dynamic_shapes
+
+    calls = []
+    monkeypatch.setattr(job, "bind_inputs", lambda *a: calls.append("bind") or bind_inputs(*a))
+    monkeypatch.setattr(pipeline, "bind_inputs", lambda *a: calls.append("bind") or bind_inputs(*a))
+    monkeypatch.setattr(pipeline, "plan_dynamic_shapes", lambda *a: calls.append("plan") or plan_dynamic_shapes(*a))
+    report = run_export(ExportSettings("unit_models.py:Net", dynamic=["x.0=batch:2..32"], save=False, verify=True))
+    assert report.ok, report.error
+    assert calls == ["bind", "plan"]
+    assert [row["name"] for row in report.dims] == ["batch"]

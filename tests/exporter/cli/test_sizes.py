@@ -5,7 +5,7 @@ import torch
 from torch.export import Dim
 
 import exporter
-from exporter.cli.analysis import symbol_names
+from exporter._dims import dim_names
 from exporter.cli.sizes import SizeDraw, inputs_at, size_draws
 from exporter.inputs import bind_inputs, plan_dynamic_shapes
 
@@ -19,7 +19,7 @@ def _export(spec, args):
     model = Pair()
     program = exporter.export(model, args, dynamic_shapes=spec)
     bound = bind_inputs(model, args, {})
-    return program, bound, symbol_names(program, plan_dynamic_shapes(model, bound, spec) if spec else None)
+    return program, bound, dim_names(program, plan_dynamic_shapes(model, bound, spec) if spec else None)
 
 
 def _args():
