@@ -1,19 +1,7 @@
-"""Turn the grad-mode and autocast changes a training-IR trace recorded into regions.
-
-A pre-dispatch trace records ``torch.no_grad()`` as calls that flip grad mode and
-``torch.autocast(...)`` as an enter/exit pair, in line with the ops between them.  Those
-calls have no meaning to a program's consumers; torch.export's training IR instead
-moves each region's ops into a subgraph called through a higher-order op,
-``wrap_with_set_grad_enabled(enabled, body, *inputs)`` or
-``wrap_with_autocast(device, dtype, enabled, cache_enabled, body, *inputs)``, whose
-outputs are read with ``getitem``.  This pass builds the same structure.
-
-Grad regions first, on the top graph: a region starts where grad mode is set to differ
-from the mode the export ran in and ends where it is set again (or at the output); a
-grad change that leaves grad mode as it was only ends a region.  Then autocast regions,
-in the top graph and in every grad region's body: an outermost enter/exit pair makes a
-region, and regions nested inside it are wrapped within its body.
-"""
+"""Turn the grad-mode and autocast changes a training-IR trace recorded into regions, as
+torch.export's training IR holds them: each region's ops moved into a subgraph called through
+``wrap_with_set_grad_enabled`` or ``wrap_with_autocast``, its results read with ``getitem``
+(ordered by first use, named after the value each reads)."""
 
 from __future__ import annotations
 

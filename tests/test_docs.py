@@ -41,6 +41,7 @@ def test_the_pages_have_runnable_blocks():
     assert {language for _, language, _ in BLOCKS} <= {"python", "bash"}
 
 
+@pytest.mark.docs
 @pytest.mark.parametrize("where, language, code", BLOCKS, ids=[b[0] for b in BLOCKS])
 def test_a_runnable_block_runs(where, language, code, tmp_path):
     shutil.copytree(ROOT / "examples", tmp_path / "examples")

@@ -106,6 +106,7 @@ def test_the_first_export_split_counts_kernels_inside_the_memos_time_and_restore
     assert static["dispatch"] == static["kernels"] == 0.0  # no symbolic memo without symbolic sizes
 
 
+@pytest.mark.slow
 def test_a_run_writes_its_stamped_results_where_it_is_told(bench, tmp_path, capsys):
     """The tables and raw rows go through results.write into --results-dir (never docs/results
     here); --no-results only prints."""

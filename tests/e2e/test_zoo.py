@@ -44,6 +44,7 @@ def describe(zoo, rows):
     return "\n".join(zoo.progress_line(row, i + 1, len(rows)) for i, row in enumerate(rows))
 
 
+@pytest.mark.slow
 def test_fast_models_export_with_both_tools_and_match_eager(zoo):
     rows = run(zoo, FAST_TYPES, classes="first", jobs=2, timeout=120)
     assert [row.model_type for row in rows] == list(FAST_TYPES)
@@ -100,6 +101,7 @@ def test_a_build_over_its_time_is_not_built(zoo, monkeypatch):
     assert row.verdict == "not built"
 
 
+@pytest.mark.slow
 def test_a_tool_that_hangs_or_crashes_is_charged_and_the_other_still_runs(zoo, monkeypatch):
     # The children are forked, so they run these stand-ins.
     monkeypatch.setitem(zoo.EXPORTERS, "exporter", lambda *args: time.sleep(60))

@@ -134,6 +134,7 @@ def test_bad_input_names_the_input_and_exits_2(workdir, args, message):
     assert not list(workdir.glob("*.pt2")), "nothing is written on failure"
 
 
+@pytest.mark.slow
 def test_usage_errors_exit_2(workdir):
     assert run(cwd=workdir).returncode == 2
     assert run("models.py:Net", "--no-such-flag", cwd=workdir).returncode == 2
@@ -248,6 +249,7 @@ MOE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_experts_implementation_flag_exports_the_moe_the_hint_names(workdir):
     pytest.importorskip("transformers")
     (workdir / "moe.py").write_text(MOE)  # without the flag it fails; the hint names it (test_experts.py)
@@ -350,6 +352,7 @@ def test_json_names_the_model_library_version(workdir):
 # -- check, for CI --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_check_baseline_drift_junit_and_json(workdir):
     import xml.etree.ElementTree as ET
 
@@ -410,6 +413,7 @@ def test_check_baseline_drift_junit_and_json(workdir):
     assert mlp in json.loads((workdir / "base.json").read_text())["models"], "other entries are kept"
 
 
+@pytest.mark.slow
 def test_check_fails_on_export_failure_and_missing_baseline(workdir):
     failing = run("check", "models.py:Branchy", "models.py:Net", cwd=workdir)
     assert failing.returncode == 1
