@@ -11,7 +11,7 @@ from .lift_constants import lift_constants
 from .name_placeholders import name_placeholders
 from .normalize_module_stack import normalize_module_stack
 from .order_inputs import order_inputs
-from .pin_variable_layouts import pin_variable_layouts
+from .pin_variable_layouts import layout_pin_nodes, pin_variable_layouts
 from .remove_state_copies import remove_state_copies
 from .restore_fqns import restore_fqns
 from .wrap_autograd_regions import wrap_autograd_regions
@@ -27,6 +27,7 @@ __all__ = [
     "name_placeholders",
     "normalize_module_stack",
     "order_inputs",
+    "layout_pin_nodes",
     "pin_variable_layouts",
     "remove_state_copies",
     "restore_fqns",
@@ -51,6 +52,7 @@ TRAINING_PASSES = (
     check_conversions,
     eliminate_dead_code,
     lift_constants,
+    pin_variable_layouts,
     wrap_autograd_regions,
     restore_fqns,
     order_inputs,
@@ -58,5 +60,5 @@ TRAINING_PASSES = (
     normalize_module_stack,
 )
 """The pipeline for ``ir="training"``: writes stay in place (nothing to turn into updates
-or out-of-place ops, no layouts to pin), and grad/autocast regions are wrapped after
+or out-of-place ops), and grad/autocast regions are wrapped after
 constants are lifted, so a constant a region reads is one of its inputs."""

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
+from torch.export import default_decompositions
 from torch.export.graph_signature import InputKind
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from exporter._state import ExportState
+from exporter._torch_internals import FakeTensorMode, OpOverload, has_composite_kernel
 
-__all__ = ["pin_variable_layouts", "possible_layouts"]
+__all__ = ["layout_pin_nodes", "pin_variable_layouts", "possible_layouts"]
 
 # How far past an op to follow other layouts of its output before giving up and pinning.
 _FOLLOW_LIMIT = 64
@@ -61,6 +64,71 @@ _VARIABLE_LAYOUT_OPS: dict[Any, Callable[[torch.fx.Node, set[torch.fx.Node]], li
 and the layouts each may return given where its inputs come from (the parameter
 placeholders): which kernel scaled_dot_product_attention runs depends on whether its mask
 requires grad, and the trace cannot know the grad mode the program will run in."""
+
+
+def _lowered_layouts(node: torch.fx.Node) -> list[tuple[int, ...]]:
+    """Layouts a lowering may give the output of ``node``, a composite kept whole, other
+    than the traced one: the one torch's default decompositions give it, and dense in dim
+    order, as the ordinary ops of another decomposition return it.  A lowering that keeps
+    the op in one pass and decomposes it in the next (ExecuTorch with a partitioner)
+    decides its views on the first layout and runs them on the second."""
+    val = node.meta.get("val")
+    if node.op != "call_function" or not isinstance(node.target, OpOverload) or not isinstance(val, torch.Tensor):
+        return []
+    if not has_composite_kernel(node.target):
+        return []
+    try:
+        shape = tuple(_hint(s) for s in val.shape)
+        traced = tuple(_hint(s) for s in val.stride())
+    except Exception:  # noqa: BLE001 - a size with no value to stand in: its layout is not followed
+        return []
+    dense = _dense_strides(shape, list(range(len(shape))))
+    if traced == dense:
+        return []  # the layout ordinary ops give: decompositions give it too
+    mode = FakeTensorMode()
+    args, kwargs = pytree.tree_map_only(torch.fx.Node, lambda n: _example_like(n.meta.get("val"), mode), (node.args, node.kwargs))
+    return sorted(layout for layout in {dense, _decomposed_layout(node.target, args, kwargs)} if layout not in (None, traced))
+
+
+def _example_like(val: Any, mode: FakeTensorMode) -> Any:
+    """A fake tensor of ``mode`` with ``val``'s metadata, its sizes at their example values."""
+    if not isinstance(val, torch.Tensor):
+        return _hint(val) if isinstance(val, torch.SymInt) else val
+    shape = tuple(_hint(s) for s in val.shape)
+    with mode:
+        return torch.empty_strided(shape, tuple(_hint(s) for s in val.stride()), dtype=val.dtype, device=val.device)
+
+
+def _decomposed_layout(op: OpOverload, args: Any, kwargs: Any) -> tuple[int, ...] | None:
+    """The strides of ``op``'s output once torch's default decompositions replace it."""
+    key = repr(
+        (op, pytree.tree_map_only(torch.Tensor, lambda t: (t.shape, t.stride(), t.dtype, t.device), (args, kwargs)))
+    )
+    if key not in _DECOMPOSED_LAYOUTS:
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        tensors = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+
+        def call(*values: torch.Tensor) -> Any:
+            filled = list(leaves)
+            for i, value in zip(tensors, values):
+                filled[i] = value
+            a, k = pytree.tree_unflatten(filled, spec)
+            return op(*a, **k)
+
+        try:
+            gm = make_fx(call, decomposition_table=default_decompositions(), tracing_mode="fake")(
+                *(leaves[i] for i in tensors)
+            )
+            out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+            out = out[0] if isinstance(out, (list, tuple)) else out
+            _DECOMPOSED_LAYOUTS[key] = tuple(int(s) for s in out.meta["val"].stride())
+        except Exception:  # noqa: BLE001 - an op torch cannot decompose here keeps its traced layout
+            _DECOMPOSED_LAYOUTS[key] = None
+    return _DECOMPOSED_LAYOUTS[key]
+
+
+_DECOMPOSED_LAYOUTS: dict[str, tuple[int, ...] | None] = {}
+"""``_decomposed_layout`` by op and argument layouts: the layers of a model repeat them."""
 
 
 def possible_layouts(node: torch.fx.Node, parameters: set[torch.fx.Node]) -> list[tuple[int, ...]]:
@@ -128,9 +196,12 @@ def _runs_with(node: torch.fx.Node, strides: tuple[int, ...]) -> bool:
         except Exception:  # noqa: BLE001 - an op that refuses the layout is the answer
             return False
         traced = user.meta.get("val")
-        if isinstance(out, torch.Tensor) and isinstance(traced, torch.Tensor):
-            if out.stride() == tuple(_hint(s) for s in traced.stride()):
-                continue  # back to the traced layout: nothing further on can differ
+        if (
+            isinstance(out, torch.Tensor)
+            and isinstance(traced, torch.Tensor)
+            and out.stride() == tuple(_hint(s) for s in traced.stride())
+        ):
+            continue  # back to the traced layout: nothing further on can differ
         changed[user] = out
         queue.extend(user.users)
     return True
@@ -166,26 +237,48 @@ def _pin(state: ExportState, node: torch.fx.Node) -> None:
             spec.arg.name = back.name
 
 
-def _variable_layout_nodes(graph: torch.fx.Graph) -> Iterator[torch.fx.Node]:
-    return (n for n in graph.nodes if n.op == "call_function" and n.target in _VARIABLE_LAYOUT_OPS)
+def layout_pin_nodes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """The nodes of the copies ``_pin`` inserts (``permute``, ``clone`` to contiguous, the
+    inverse ``permute``), found by their shape, so also after ``run_decompositions()`` or
+    a save and load: what a comparison with torch.export's program sets aside."""
+    found: set[torch.fx.Node] = set()
+    permute, clone = torch.ops.aten.permute.default, torch.ops.aten.clone.default
+    for back in graph.nodes:
+        if back.op != "call_function" or back.target != permute:
+            continue
+        dense = back.args[0]
+        if not (isinstance(dense, torch.fx.Node) and dense.target == clone and len(dense.users) == 1):
+            continue
+        if dense.kwargs.get("memory_format") != torch.contiguous_format:
+            continue
+        forward = dense.args[0]
+        if not (isinstance(forward, torch.fx.Node) and forward.target == permute and len(forward.users) == 1):
+            continue
+        order, inverse = list(forward.args[1]), list(back.args[1])
+        if sorted(order) == list(range(len(order))) and [order.index(d) for d in range(len(order))] == inverse:
+            found |= {forward, dense, back}
+    return found
 
 
 def pin_variable_layouts(state: ExportState) -> bool:
-    """The program runs whichever layout a kept-whole composite's kernel returns at run time.
+    """The program runs, and lowers, whichever layout a kept-whole composite returns.
 
     A composite kept whole (``scaled_dot_product_attention``) was traced with the layout its
-    fused kernel gives; at run time another kernel may give another (see
-    ``_VARIABLE_LAYOUT_OPS``).  The layout reaches the program through the ops after it: a
-    ``view`` (a ``reshape`` or ``contiguous`` the trace found to be a no-op) is valid for
-    the traced layout only.  Where some possible layout would make a later op fail, the
-    output is copied into the traced layout right after the op; elsewhere nothing changes.
+    fused kernel gives.  At run time another kernel may give another (see
+    ``_VARIABLE_LAYOUT_OPS``), and a lowering (``run_decompositions()``, ExecuTorch)
+    replaces the op with ordinary ops, whose layout may differ again (``_lowered_layouts``).  The
+    layout reaches the program through the ops after it: a ``view`` (a ``reshape`` or
+    ``contiguous`` the trace found to be a no-op) is valid for the traced layout only.
+    Where another layout would make a later op fail, the output is copied into the traced
+    layout right after the op; elsewhere nothing changes.
     """
     placeholders = [n for n in state.gm.graph.nodes if n.op == "placeholder"]
     parameters = {n for n, spec in zip(placeholders, state.input_specs) if spec.kind == InputKind.PARAMETER}
     changed = False
-    for node in list(_variable_layout_nodes(state.gm.graph)):
-        traced = tuple(_hint(s) for s in node.meta["val"].stride())
-        others = [layout for layout in possible_layouts(node, parameters) if layout != traced]
+    for node in [n for n in state.gm.graph.nodes if n.op == "call_function"]:
+        others = possible_layouts(node, parameters) + _lowered_layouts(node)
+        traced = tuple(_hint(s) for s in node.meta["val"].stride()) if others else None
+        others = [layout for layout in others if layout != traced]
         if others and not all(_runs_with(node, layout) for layout in others):
             _pin(state, node)
             changed = True

@@ -72,10 +72,73 @@ def test_t5_attention_gets_its_output_pinned_and_runs_in_both_modes(trace_grad):
             torch.testing.assert_close(ep.module()(**inputs).logits, model(**inputs).logits)
 
 
-def test_a_given_mask_keeps_one_layout_and_nothing_changes():
-    state = traced_state(LearnedBiasAttention(learned_bias=False).eval(), _inputs(), until=pin_variable_layouts)
+class ProjectedAttention(torch.nn.Module):
+    """Attention whose output goes straight into a matmul, which takes any layout."""
+
+    def __init__(self):
+        super().__init__()
+        self.q = torch.nn.Linear(32, 32)
+        self.out = torch.nn.Parameter(torch.randn(8, 8))
+
+    def forward(self, x, mask):
+        q = self.q(x).view(2, 7, 4, 8).transpose(1, 2)
+        return F.scaled_dot_product_attention(q, q, q, attn_mask=mask) @ self.out
+
+
+def test_an_output_any_layout_serves_keeps_the_program_as_traced():
+    state = traced_state(ProjectedAttention().eval(), _inputs(), until=pin_variable_layouts)
     assert pin_variable_layouts(state) is False
     assert torch.ops.aten.permute.default not in call_targets(state.gm)
+
+
+class TokenMajorAttention(torch.nn.Module):
+    """GPT-2's attention output path: heads merged, then batch and sequence flattened into
+    tokens for the projection (``Conv1D`` views its input as ``(-1, hidden)``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(32, 96)
+
+    def forward(self, x):
+        q, k, v = (t.view(2, 7, 4, 8).transpose(1, 2) for t in self.qkv(x).split(32, dim=2))
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return out.transpose(1, 2).contiguous().reshape(2, 7, 32).view(-1, 32)
+
+
+def _lowerings(ep):
+    """``run_decompositions()``, and the two passes of ExecuTorch with a partitioner: one
+    that keeps the composite (deciding each ``reshape`` on the kernel's layout), then one
+    that decomposes it."""
+    return {"core": lambda: ep.run_decompositions(), "two passes": lambda: ep.run_decompositions({}).run_decompositions()}
+
+
+def test_a_view_the_decomposed_layout_refuses_is_pinned_so_the_program_lowers():
+    model = TokenMajorAttention().eval()
+    x = torch.randn(2, 7, 32)
+    state = traced_state(model, (x,), until=pin_variable_layouts)
+    assert pin_variable_layouts(state) is True
+    ep = exporter.export(model, (x,))
+    for name, lower in _lowerings(ep).items():
+        lowered = lower()
+        assert torch.ops.aten.scaled_dot_product_attention.default not in call_targets(lowered.graph_module), name
+        torch.testing.assert_close(lowered.module()(x), model(x), msg=name)
+
+
+def test_the_oracle_program_fails_to_lower():
+    x = torch.randn(2, 7, 32)
+    oracle = torch.export.export(TokenMajorAttention().eval(), (x,), strict=False)
+    for lower in _lowerings(oracle).values():
+        with pytest.raises(Exception, match="[Vv]iew"):
+            lower()
+
+
+@pytest.mark.parametrize("learned_bias", [False, True], ids=["given_mask", "learned_mask"])
+def test_attention_with_a_mask_lowers(learned_bias):
+    model = LearnedBiasAttention(learned_bias=learned_bias).eval()
+    ep = exporter.export(model, _inputs())
+    x, mask = _inputs()
+    for name, lower in _lowerings(ep).items():
+        torch.testing.assert_close(lower().module()(x, mask), model(x, mask), msg=name)
 
 
 class DataDependentLengthBias(torch.nn.Module):

@@ -487,7 +487,7 @@ def test_dynamic_export_at_80_columns_in_the_users_names_and_verified_across_the
     assert max(len(line) for line in lines) <= 80 and "…" not in result.stdout
     text = result.stdout
     for expected in ("input   input_ids       int64    [batch, seq]", "output  output          float32  [batch, seq, 256]",
-                     "blocks.0-1", "0-1 (Block x2): 20 ops each", "batch  named  2..64    2..64",
+                     "blocks.0-1", "0-1 (Block x2): 23 ops each", "batch  named  2..64    2..64",
                      "min batch=2 seq=0", "max batch=64 seq=127", "random #2 batch="):
         assert expected in text, expected
     report = json.loads((workdir / "d.json").read_text())
