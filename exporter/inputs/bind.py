@@ -46,13 +46,19 @@ class BoundInputs:
     labels: list[str]
     """For each leaf, how errors name it: ``args[0]``, ``kwargs['mask'][1]``."""
 
+    named: dict[str, Any]
+    """The inputs keyed by the forward() names ``paths`` are rooted at."""
+
     def by_name(self) -> dict[str, Any]:
-        """The inputs keyed by the forward() names of ``paths``, nested as plain lists and
-        dicts of their leaves (the shape a ``dynamic_shapes`` spec follows)."""
-        keyed = [(key_values(path), leaf) for path, leaf in zip(self.paths, self.flat)]
+        """The inputs keyed by their forward() names, nested as plain lists and dicts of their
+        leaves (the shape a ``dynamic_shapes`` spec follows).  An input that holds no leaf
+        (``{}``, ``[]``, ``{"a": []}``) is there as it was passed: it was given, so a spec
+        may name it, as torch.export reads it."""
+        entries = pytree.tree_flatten_with_path(self.named, is_leaf=_holds_no_leaves)[0]
+        keyed = [(key_values(path), value) for path, value in entries]
         # containers whose children are reached by attribute (dataclasses, namedtuples)
         attribute_paths = {
-            key_values(path[:i]) for path in self.paths for i, k in enumerate(path) if isinstance(k, pytree.GetAttrKey)
+            key_values(path[:i]) for path, _ in entries for i, k in enumerate(path) if isinstance(k, pytree.GetAttrKey)
         }
         return {
             name: _rebuild([(k[1:], v) for k, v in keyed if k[0] == name], {p[1:] for p in attribute_paths if p[:1] == (name,)})
@@ -79,20 +85,29 @@ class Fields(dict):
     """A container whose leaves are attributes (a dataclass or namedtuple), as a dict by field name."""
 
 
+def _holds_no_leaves(value: Any) -> bool:
+    """A pytree container with no leaf anywhere inside it (``{}``, ``()``, ``{"a": []}``)."""
+    return not pytree.tree_is_leaf(value) and not pytree.tree_leaves(value)
+
+
+class _Node(dict):
+    """A container ``_rebuild`` made, as opposed to an empty one that was an input's value."""
+
+
 def _rebuild(entries: list[tuple[tuple[Any, ...], Any]], attribute_paths: set[tuple[Any, ...]]) -> Any:
-    """Nested lists (for runs of keys 0..n-1) and dicts holding the leaves at their key paths;
+    """Nested lists (for runs of keys 0..n-1) and dicts holding the values at their key paths;
     containers reached through attribute keys (``attribute_paths``) are ``Fields``."""
     if len(entries) == 1 and not entries[0][0]:
         return entries[0][1]
-    root: dict = {}
+    root = _Node()
     for path, value in entries:
         node = root
         for key in path[:-1]:
-            node = node.setdefault(key, {})
+            node = node.setdefault(key, _Node())
         node[path[-1]] = value
 
     def to_containers(node: Any, path: tuple[Any, ...]) -> Any:
-        if not isinstance(node, dict):
+        if not isinstance(node, _Node):
             return node
         if path in attribute_paths:
             return Fields({k: to_containers(v, (*path, k)) for k, v in node.items()})
@@ -183,10 +198,11 @@ def bind_inputs(model: torch.nn.Module, args: Any, kwargs: Any) -> BoundInputs:
                 hint=_registration_hint(leaf),
             )
 
-    paths = _forward_paths(signature, args, kwargs, len(flat))
+    named = _named_inputs(signature, args, kwargs, len(flat))
+    paths = [path for path, _ in pytree.tree_flatten_with_path(named)[0]]
     names = _forward_arg_names(signature, args, kwargs)
     labels = [describe_path(path) for path, _ in flat_with_paths]
-    return BoundInputs(args, dict(kwargs), flat, in_spec, paths, names, labels)
+    return BoundInputs(args, dict(kwargs), flat, in_spec, paths, names, labels, named)
 
 
 def _registration_hint(leaf: Any) -> str:
@@ -234,19 +250,17 @@ def dispatches_like_a_tensor(t: torch.Tensor) -> bool:
     return type(t) in (torch.Tensor, torch.nn.Parameter) or type(t).__torch_dispatch__ is torch.Tensor.__torch_dispatch__
 
 
-def _forward_paths(signature, args, kwargs, n_leaves: int) -> list[pytree.KeyPath]:
-    """Key paths of the leaves, rooted at the forward() parameter names they bind to."""
+def _named_inputs(signature, args, kwargs, n_leaves: int) -> dict[str, Any]:
+    """The inputs keyed by the forward() parameter names they bind to (``args_<i>`` for
+    positional ones when forward() has no signature to bind to)."""
     if signature is not None:
         try:
-            combined = {**signature.bind_partial(*args).arguments, **kwargs}
+            named = {**signature.bind_partial(*args).arguments, **kwargs}
         except TypeError:
-            combined = None
-        if combined is not None:
-            paths = [p for p, _ in pytree.tree_flatten_with_path(combined)[0]]
-            if len(paths) == n_leaves:
-                return paths
-    combined = {**{f"args_{i}": a for i, a in enumerate(args)}, **kwargs}
-    return [p for p, _ in pytree.tree_flatten_with_path(combined)[0]]
+            named = None
+        if named is not None and len(pytree.tree_leaves(named)) == n_leaves:
+            return named
+    return {**{f"args_{i}": a for i, a in enumerate(args)}, **kwargs}
 
 
 def _forward_arg_names(signature, args, kwargs) -> list[str]:

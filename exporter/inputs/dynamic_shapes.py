@@ -170,7 +170,8 @@ def _walk(spec: Any, value: Any, keys: list[Any], found: _Walk, input_path: str)
             if key not in value:
                 raise InputSpecError(
                     f"{where} has a spec for {key!r}, which {input_path} does not have",
-                    hint=f"its keys are: {', '.join(map(repr, value))}",
+                    hint=f"its keys are: {', '.join(map(repr, value))}" if value
+                    else f"{input_path} is empty: nothing in it can be dynamic, so give it {{}} or None",
                 )
         for key, v in value.items():
             _walk(spec.get(key), v, [*keys, key], found, f"{input_path}[{key!r}]")

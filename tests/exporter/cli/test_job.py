@@ -176,3 +176,22 @@ def test_the_inputs_are_bound_and_the_spec_read_once_per_export(models, monkeypa
     assert report.ok, report.error
     assert calls == ["bind", "plan"]
     assert [row["name"] for row in report.dims] == ["batch"]
+
+
+def test_an_input_that_holds_no_tensor_is_an_input_the_flags_can_name(models, tmp_path):
+    source = tmp_path / "options.py"
+    source.write_text(
+        "import torch\n"
+        "class Options(torch.nn.Module):\n"
+        "    def forward(self, x, opts=None):\n"
+        "        return x * (1.0 + len(opts or {}))\n"
+        "def example_inputs():\n"
+        "    return (), {'x': torch.randn(3, 4), 'opts': {}}\n"
+    )
+    report = run_export(ExportSettings(f"{source}:Options", dynamic=["x.0=batch"], save=False, verify=True))
+    assert report.ok, report.error
+    assert report.program.call_spec.in_spec == torch.utils._pytree.tree_structure(((), {"x": 0, "opts": {}}))
+
+    wrong = run_export(ExportSettings(f"{source}:Options", dynamic=["x.0=batch", "opts.0=seq"], save=False))
+    assert wrong.exit_code == 2 and "dynamic_shapes['opts'] has a spec for 0, which opts does not have" in wrong.error.message
+    assert wrong.error.hint == "opts is empty: nothing in it can be dynamic, so give it {} or None"

@@ -191,3 +191,62 @@ def test_a_tuple_spec_follows_the_signature_whatever_order_keywords_came_in():
     )
     args, kwargs = (torch.randn(4, 4), torch.randn(7, 4)), {"kw2": torch.ones(4, 4), "kw1": torch.randn(9, 4)}
     torch.testing.assert_close(ep.module()(*args, **kwargs), Four()(*args, **kwargs))
+
+
+class Options(torch.nn.Module):
+    """Reads an options input that may hold no tensor at all (``cross_attention_kwargs={}``)."""
+
+    def forward(self, x, opts=None):
+        out = x * (2.0 if opts is None else 3.0 + len(opts))
+        if isinstance(opts, dict) and isinstance(opts.get("b"), torch.Tensor):
+            out = out + opts["b"]
+        return out
+
+
+_t = torch.randn(3, 4)
+_AUTO = {0: Dim.AUTO}
+
+# (args, kwargs, dynamic_shapes): every way of passing an input that holds no tensor, each
+# accepted by torch.export.export(strict=False)
+EMPTY_INPUTS = {
+    "kwarg {} with spec": ((), {"x": _t, "opts": {}}, {"x": _AUTO, "opts": {}}),
+    "kwarg {} without dynamic_shapes": ((), {"x": _t, "opts": {}}, None),
+    "kwarg {} tuple spec": ((), {"x": _t, "opts": {}}, (_AUTO, {})),
+    "kwarg []": ((), {"x": _t, "opts": []}, {"x": _AUTO, "opts": []}),
+    "kwarg ()": ((), {"x": _t, "opts": ()}, {"x": _AUTO, "opts": ()}),
+    "kwarg None": ((), {"x": _t, "opts": None}, {"x": _AUTO, "opts": None}),
+    "kwarg [None]": ((), {"x": _t, "opts": [None]}, {"x": _AUTO, "opts": [None]}),
+    "kwarg {'a': None}": ((), {"x": _t, "opts": {"a": None}}, {"x": _AUTO, "opts": {"a": None}}),
+    "kwarg {'a': []}": ((), {"x": _t, "opts": {"a": []}}, {"x": _AUTO, "opts": {"a": []}}),
+    "kwarg {'a': {'b': ()}}": ((), {"x": _t, "opts": {"a": {"b": ()}}}, {"x": _AUTO, "opts": {"a": {"b": ()}}}),
+    "kwarg {'a': [], 'b': tensor}": (
+        (), {"x": _t, "opts": {"a": [], "b": torch.randn(3, 4)}}, {"x": _AUTO, "opts": {"a": [], "b": _AUTO}},
+    ),
+    "positional {} dict spec": ((_t, {}), {}, {"x": _AUTO, "opts": {}}),
+    "positional {} tuple spec": ((_t, {}), {}, (_AUTO, {})),
+    "positional [] tuple spec": ((_t, []), {}, (_AUTO, [])),
+    "positional () tuple spec": ((_t, ()), {}, (_AUTO, ())),
+    "positional None tuple spec": ((_t, None), {}, (_AUTO, None)),
+    "positional {'a': []} without dynamic_shapes": ((_t, {"a": []}), {}, None),
+}
+
+
+def _signature(program) -> tuple:
+    rows = [(s.kind.name, type(s.arg).__name__, s.target) for s in program.graph_signature.input_specs]
+    return program.call_spec.in_spec, program.call_spec.out_spec, rows
+
+
+@pytest.mark.parametrize("args, kwargs, spec", EMPTY_INPUTS.values(), ids=EMPTY_INPUTS)
+def test_an_input_that_holds_no_tensor_is_present_as_torch_export_reads_it(args, kwargs, spec):
+    oracle = torch.export.export(Options(), args, kwargs, dynamic_shapes=spec, strict=False).run_decompositions({})
+    ep = exporter.export(Options(), args, kwargs, dynamic_shapes=spec)
+    assert _signature(ep) == _signature(oracle)
+    torch.testing.assert_close(ep.module()(*args, **kwargs), Options()(*args, **kwargs))
+    torch.testing.assert_close(ep.module()(*args, **kwargs), oracle.module()(*args, **kwargs))
+
+
+def test_a_spec_must_still_cover_every_input_given_in_a_tuple():
+    with pytest.raises(InputSpecError, match=r"dynamic_shapes has 1 entries but forward\(\) was given 2 inputs \(x, opts\)"):
+        exporter.export(Options(), (_t, {}), dynamic_shapes=(_AUTO,))
+    with pytest.raises(InputSpecError, match=r"dynamic_shapes\['opts'\] should be a list of 0 entries"):
+        exporter.export(Options(), (_t, []), dynamic_shapes={"x": _AUTO, "opts": {0: Dim.AUTO}})
