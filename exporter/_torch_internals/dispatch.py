@@ -20,6 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper
 
 __all__ = [
     "overload_name",
+    "plain_alias",
     "schema_of",
     "is_view",
     "AUTOCAST_DEVICES",
@@ -146,6 +147,13 @@ def real_clone(t: torch.Tensor) -> torch.Tensor:
     """A copy of the real tensor ``t``, made with torch's own kernels whatever modes are on."""
     with torch._C._DisableTorchDispatch(), torch.no_grad():
         return t.detach().clone()
+
+
+def plain_alias(t: torch.Tensor) -> torch.Tensor:
+    """A plain ``torch.Tensor`` on ``t``'s data (the tensor an ``nn.Parameter`` holds), not
+    recorded by autograd, made with torch's own kernels whatever modes are on."""
+    with torch._C._DisableTorchDispatch():
+        return t.detach()
 
 
 def real_copy_into(t: torch.Tensor, source: torch.Tensor) -> None:

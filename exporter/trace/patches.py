@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 import torch
+import torch.utils._pytree as pytree
 
 from .._torch_internals import (
     AUTOCAST_DEVICES,
@@ -38,6 +39,7 @@ from .._torch_internals import (
     import_shape_env_modules,
     loaded_dynamo_config,
     module_stack_tracer,
+    plain_alias,
     real_tensor_propagation,
     set_compiler_flags,
     use_lazy_graph_module,
@@ -131,6 +133,7 @@ def tracing_patches(
         if not training:
             stack.enter_context(_composites_kept_whole())
             stack.enter_context(_conversions_checked())
+            stack.enter_context(_hop_parameters_as_tensors())
         stack.enter_context(_node_recording(on_node))
         stack.enter_context(_fx_traces_elsewhere_wait())
         stack.enter_context(use_lazy_graph_module(True))
@@ -375,6 +378,37 @@ def _conversions_checked() -> Iterator[None]:
             op.py_kernels.clear()
             op.py_kernels.update(kernels)
             clear_dispatch_cache(op)
+
+
+def _is_real_parameter(value: object) -> bool:
+    return type(value) is torch.nn.Parameter  # a fake parameter is a FakeTensor
+
+
+@contextlib.contextmanager
+def _hop_parameters_as_tensors() -> Iterator[None]:
+    # A parameter of no module being exported (a closure holds it) reaches a higher-order op
+    # as a real nn.Parameter.  Under functionalization torch's rule for the op steps aside
+    # for any tensor subclass, and no other rule takes the op (NotImplementedError).  A
+    # Parameter dispatches as the plain tensor it holds, and torch.export records it as a
+    # constant tensor (its training-IR trace meets it before anything is functionalized):
+    # the op is given that tensor.  Not a ``replaced`` function: the op is called from the
+    # body Dynamo compiled, after compiling, which runs with those lifted.
+    call = HigherOrderOperator.__dict__["__call__"]
+
+    def with_tensors(self, *args, **kwargs):
+        if any(_is_real_parameter(leaf) for leaf in pytree.tree_leaves((args, kwargs))):
+            args, kwargs = pytree.tree_map_only(torch.nn.Parameter, _plain_if_real, (args, kwargs))
+        return call(self, *args, **kwargs)
+
+    HigherOrderOperator.__call__ = in_tracing_thread(with_tensors, call)
+    try:
+        yield
+    finally:
+        HigherOrderOperator.__call__ = call
+
+
+def _plain_if_real(value: torch.Tensor) -> torch.Tensor:
+    return plain_alias(value) if _is_real_parameter(value) else value
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -120,20 +121,24 @@ def new_fake_mode(root: torch.nn.Module, *, prefer_deferred_runtime_asserts_over
     return mode
 
 
-def _symbolic_context(requests: dict[int, DimRequest], tensor: torch.Tensor) -> StatelessSymbolicContext:
-    """Dynamic dims get fresh symbols with their declared ranges; all else is static."""
+def _symbolic_context(requests: list[dict[int, DimRequest]], tensor: torch.Tensor) -> StatelessSymbolicContext:
+    """Dynamic dims get fresh symbols with their declared ranges; all else is static.
+
+    ``requests`` holds the spec's entries for every input leaf that is this very tensor: it
+    is one fake, so a dimension is dynamic if any entry says so, within every declared
+    range (torch.export fakes a tensor passed twice once too)."""
     dynamic_sizes, constraints = [], []
     for i in range(tensor.dim()):
-        request = requests.get(i)
-        if request is None or not request.is_dynamic:
+        dynamic = [r[i] for r in requests if i in r and r[i].is_dynamic]
+        if not dynamic:
             dynamic_sizes.append(DimDynamic.STATIC)
             constraints.append(None)
             continue
         dynamic_sizes.append(DimDynamic.DYNAMIC)
-        if request.kind.is_dim:
-            vr = ValueRanges(lower=request.min, upper=request.max)
-            constraints.append(StrictMinMaxConstraint(vr=vr, warn_only=False))
-        elif request.kind is DimKind.DYNAMIC:
+        declared = [ValueRanges(lower=r.min, upper=r.max) for r in dynamic if r.kind.is_dim]
+        if declared:
+            constraints.append(StrictMinMaxConstraint(vr=functools.reduce(operator.and_, declared), warn_only=False))
+        elif any(r.kind is DimKind.DYNAMIC for r in dynamic):
             constraints.append(RelaxedUnspecConstraint(warn_only=False))
         else:
             constraints.append(None)
@@ -141,9 +146,14 @@ def _symbolic_context(requests: dict[int, DimRequest], tensor: torch.Tensor) -> 
 
 
 def _declared_equalities(
-    plan: DynamicPlan, shape_env: ShapeEnv, size_sources: dict[tuple[int, int], Source], example_sizes
+    plan: DynamicPlan,
+    shape_env: ShapeEnv,
+    size_sources: dict[tuple[int, int], Source],
+    example_sizes,
+    aliases: list[tuple[Source, Source]],
 ) -> EqualityConstraint:
-    """The equalities the spec declares: dims sharing a Dim, and derived dims to their roots."""
+    """The equalities the spec declares: dims sharing a Dim, derived dims to their roots, and
+    the dynamic sizes of a tensor passed as several inputs (``aliases``), which are one size."""
     by_name: dict[str, list[Source]] = {}
     derived: list[tuple[int, int, DimRequest]] = []
     relaxed = set()
@@ -155,7 +165,7 @@ def _declared_equalities(
             derived.append((leaf, i, request))
         elif request.kind in (DimKind.AUTO, DimKind.DYNAMIC):
             relaxed.add(source)
-    pairs = [(sources[0], other) for sources in by_name.values() for other in sources[1:]]
+    pairs = [(sources[0], other) for sources in by_name.values() for other in sources[1:]] + aliases
     phantoms: dict[str, Any] = {}
     derived_equalities = []
     for leaf, i, request in derived:
@@ -241,6 +251,12 @@ def fake_inputs(
     tracked = []
     size_sources: dict[tuple[int, int], Source] = {}
     example_sizes: dict[tuple[int, int], int] = {}
+    holders: dict[int, list[int]] = {}
+    for i, value in enumerate(bound.flat):
+        if isinstance(value, torch.Tensor):
+            holders.setdefault(id(value), []).append(i)
+    shared: dict[int, tuple[torch.Tensor, StatelessSymbolicContext, Source]] = {}
+    aliases: list[tuple[Source, Source]] = []
     for i, (path, value) in enumerate(zip(bound.paths, bound.flat)):
         source = InputSource(source_name(path))
         if i in plan.scalars:
@@ -251,8 +267,18 @@ def fake_inputs(
         if not isinstance(value, torch.Tensor):
             fakes.append(value)
             continue
-        context = _symbolic_context(plan.requests.get(i, {}), value)
-        fake = _fake(fake_mode, value, source=source, symbolic_context=context)
+        if id(value) in shared:
+            # The same tensor passed again: the same fake, whose sizes these sources name too.
+            fake, context, first = shared[id(value)]
+            aliases += [
+                (size_source(first, d), size_source(source, d))
+                for d, dynamic in enumerate(context.dynamic_sizes)
+                if dynamic is DimDynamic.DYNAMIC
+            ]
+        else:
+            context = _symbolic_context([plan.requests.get(leaf, {}) for leaf in holders[id(value)]], value)
+            fake = _fake(fake_mode, value, source=source, symbolic_context=context)
+            shared[id(value)] = (fake, context, source)
         fakes.append(fake)
         tracked.append(TrackedInput(i, fake, source, context))
         requests = plan.requests.get(i, {})
@@ -262,5 +288,5 @@ def fake_inputs(
             if d in requests and requests[d].kind.is_dim:
                 # torch's guard messages (and its solver's suggestions) call a size by its Dim's name
                 fake_mode.shape_env.source_name_to_debug_name[size_sources[(i, d)].name] = requests[d].name
-    equalities = _declared_equalities(plan, fake_mode.shape_env, size_sources, example_sizes)
+    equalities = _declared_equalities(plan, fake_mode.shape_env, size_sources, example_sizes, aliases)
     return FakeInputs(fakes, tracked, equalities)

@@ -330,15 +330,23 @@ class ConvAddPool(torch.nn.Module):
 _MHA_EMBED, _MHA_HEADS = 16, 4
 
 
-def _mha_inputs(batch):
+def _mha_inputs(batch, distinct=False):
     q = 6 * torch.rand(batch, 8, _MHA_EMBED) - 3
-    return (q, q.clone(), q.clone(), None)
+    if distinct:
+        return (q, q.clone(), q.clone(), None)
+    return (q, q, q, None)
 
 
-# torch._native_multi_head_attention with a dynamic batch on query, key and value.
-@case("test_native_multi_attention_head", lambda: _mha_inputs(4),
-      dynamic_shapes=lambda: {"q": {0: Dim("dim0_q", max=1024)}, "k": {0: Dim("dim0_k", max=1024)},
-                              "v": {0: Dim("dim0_v", max=1024)}, "key_padding_mask": None},
+def _mha_spec():
+    return {"q": {0: Dim("dim0_q", max=1024)}, "k": {0: Dim("dim0_k", max=1024)},
+            "v": {0: Dim("dim0_v", max=1024)}, "key_padding_mask": None}
+
+
+# torch._native_multi_head_attention with a dynamic batch on query, key and value.  As in
+# torch's test, one tensor is query, key and value: a Dim on each input names one size.
+@case("test_native_multi_attention_head[distinct]", lambda: _mha_inputs(4, distinct=True), dynamic_shapes=_mha_spec,
+      more_inputs=lambda: [_mha_inputs(3, distinct=True), _mha_inputs(7, distinct=True)])
+@case("test_native_multi_attention_head", lambda: _mha_inputs(16), dynamic_shapes=_mha_spec,
       more_inputs=lambda: [_mha_inputs(3), _mha_inputs(7)])
 class NativeMultiHeadAttention(torch.nn.Module):
     def __init__(self):

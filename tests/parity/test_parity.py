@@ -20,11 +20,6 @@ def _before(release: tuple[int, int], reason: str) -> str | None:
 
 
 KNOWN_DIFFERENCES = {
-    "test_map_buffers": (
-        "a map() body that mutates a tensor computed from another module's state: the body's "
-        "Dynamo-compiled call meets functional tensors outside the functionalizing mode "
-        "(NotImplementedError from the map HOP); torch.export traces it unfunctionalized first"
-    ),
     "test_non_arg_name_dynamic_shapes_api_with_kwarg": _before((2, 14), (
         "keyword inputs given out of signature order with a tuple spec: torch.export before 2.14 "
         "applies the spec in signature order when tracing but in call order when computing "

@@ -46,3 +46,12 @@ def test_outside_pre_dispatch_excludes_the_pre_dispatch_key_for_the_block():
     with outside_pre_dispatch():
         assert torch._C._dispatch_tls_is_dispatch_key_excluded(PRE_DISPATCH)
     assert not torch._C._dispatch_tls_is_dispatch_key_excluded(PRE_DISPATCH)
+
+
+def test_plain_alias_of_a_parameter_is_a_plain_tensor_on_its_data_under_any_mode():
+    parameter = torch.nn.Parameter(torch.ones(3))
+    with internals.FakeTensorMode(), internals.FunctionalTensorMode():
+        alias = internals.plain_alias(parameter)
+    assert type(alias) is torch.Tensor and not alias.requires_grad
+    alias[0] = 5.0
+    assert parameter[0].item() == 5.0

@@ -22,6 +22,7 @@ from exporter._torch_internals import (
     FakeTensorMode,
     FunctionalTensor,
     FunctionalTensorMode,
+    HigherOrderOperator,
     ShapeEnv,
     StatelessSymbolicContext,
     compiler_flags,
@@ -57,6 +58,7 @@ def _global_state():
         "getitem": torch.Tensor.__dict__.get("__getitem__"),
         "tensor": torch.tensor,
         "tensor metadata": getattr(*MAKE_FX_TENSOR_METADATA),
+        "higher-order op call": HigherOrderOperator.__dict__["__call__"],
     }
 
 
@@ -479,6 +481,40 @@ def test_a_cond_body_using_builtins_exports():
     program = exporter.export(Branchy(), (x,))
     torch.testing.assert_close(program.module()(x), Branchy()(x))
     torch.testing.assert_close(program.module()(-x), Branchy()(-x))
+
+
+_HELD_ELSEWHERE = torch.nn.Parameter(torch.tensor([0.5, -1.0]))
+"""A parameter of no module exported: the bodies below reach it through their closure."""
+
+
+def _map_over_rows(xs):
+    from torch._higher_order_ops.map import map as hop_map
+
+    return hop_map(lambda row: row * _HELD_ELSEWHERE, xs)
+
+
+def _cond_on_sum(xs):
+    return torch.cond(xs.sum() > 0, lambda a: a + _HELD_ELSEWHERE, lambda a: a - _HELD_ELSEWHERE, (xs,))
+
+
+@pytest.mark.parametrize("body", [_map_over_rows, _cond_on_sum], ids=["map", "cond"])
+def test_a_higher_order_op_gets_a_parameter_held_elsewhere_in_a_functionalized_trace(body):
+    # The in-place write makes the trace functionalized, where torch's rule for the op would
+    # refuse the real nn.Parameter (a tensor subclass) it is called with.
+    class WritesThenCalls(torch.nn.Module):
+        def forward(self, xs, count):
+            count.add_(1)
+            return body(xs) * count
+
+    xs = torch.randn(3, 2)
+    program = exporter.export(WritesThenCalls(), (xs, torch.tensor(1.0)))
+    kinds = [spec.kind.name for spec in program.graph_signature.input_specs]
+    assert kinds == ["CONSTANT_TENSOR", "USER_INPUT", "USER_INPUT"]
+    for sample in (xs, -xs.abs()):
+        count = torch.tensor(2.0)
+        torch.testing.assert_close(program.module()(sample, count), WritesThenCalls()(sample, torch.tensor(2.0)))
+        assert count.item() == 3.0
+    assert type(_HELD_ELSEWHERE) is torch.nn.Parameter and _HELD_ELSEWHERE.requires_grad
 
 
 def test_torch_compile_knows_builtins_after_the_first_export_of_a_process():

@@ -43,6 +43,25 @@ def test_declared_dims_become_symbols_named_like_torch_exports():
     assert (int(vr.lower), int(vr.upper)) == (2, 64)
 
 
+def test_a_tensor_passed_twice_is_one_fake_whose_sizes_both_inputs_name():
+    model = Pair()
+    x = torch.randn(4, 8)
+    bound = bind_inputs(model, (x, {"y": x}), {})
+    spec = {"x": {0: Dim("a", max=64)}, "rest": {"y": {0: Dim("b", max=32), 1: Dim.AUTO}}}
+    mode = new_fake_mode(model)
+    fakes = fake_inputs(mode, [], bound, plan_dynamic_shapes(model, bound, spec))
+    fx, fy = fakes.inputs
+    assert fx is fy and all(isinstance(s, torch.SymInt) for s in fx.shape)
+    # Two Dims name one size: the spec reads as declaring them equal, within both ranges.
+    assert [(a.name, b.name) for a, b in fakes.equalities.source_pairs] == [
+        ("L['x'].size()[0]", "L['rest']['y'].size()[0]"),
+        ("L['x'].size()[1]", "L['rest']['y'].size()[1]"),
+    ]
+    vr = mode.shape_env.var_to_range[fx.shape[0].node.expr]
+    assert (int(vr.lower), int(vr.upper)) == (2, 32)
+    assert fakes.tracked[0].context is fakes.tracked[1].context
+
+
 def test_a_derived_dim_with_no_named_root_gets_a_phantom_root():
     half = Dim("half")
     _, fakes = _fakes({"x": {1: 2 * half}, "rest": {"y": None}})
