@@ -264,6 +264,22 @@ EXAMPLES = [
         """,
     ),
     Example(
+        "lowering",
+        "The program could not be lowered to ExecuTorch (`--executorch`, `exporter.to_executorch`): "
+        "the message names the op and the model's line it came from. Here ExecuTorch has no kernel "
+        "for the op; replace the call with core ATen ops, or add the kernel to your runtime.",
+        """
+        import torch, exporter
+
+        class Spectrum(torch.nn.Module):
+            def forward(self, x):
+                return torch.linalg.svd(x).S
+
+        program = exporter.export(Spectrum(), (torch.randn(3, 4),))
+        exporter.to_executorch(program, "spectrum.pte")
+        """,
+    ),
+    Example(
         "timeout",
         "`check` stopped a model's worker process after `--timeout` seconds; the other models go on.",
         """

@@ -6,7 +6,8 @@
 Failures are ``ExportError`` subclasses; ``ErrorInfo.from_exception(e)`` turns any
 failure into plain data (type, category, message, location, hint).
 ``report_submodules(model, args, kwargs)`` says which submodules of a failing model
-export on their own, and where the problem is.
+export on their own, and where the problem is.  ``to_executorch(ep, "model.pte")`` lowers
+programs to an ExecuTorch file (with the ``executorch`` extra).
 """
 
 from ._assumptions import Assumption, AssumptionKind, DraftReport
@@ -17,11 +18,13 @@ from ._errors import (
     ErrorInfo,
     ExportError,
     InputSpecError,
+    LoweringError,
     PassError,
     TraceError,
     VerificationError,
 )
 from ._pipeline import export
+from .executorch import to_executorch
 from .submodules import ModuleStatus, SubmoduleNode, SubmoduleReport, report_submodules
 from .inputs import register_container, register_known_containers
 
@@ -29,6 +32,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "export",
+    "to_executorch",
     "register_container",
     "register_known_containers",
     "Assumption",
@@ -42,6 +46,7 @@ __all__ = [
     "TraceError",
     "PassError",
     "VerificationError",
+    "LoweringError",
     "AbortError",
     "report_submodules",
     "SubmoduleReport",

@@ -22,6 +22,7 @@ __all__ = [
     "ExportError",
     "InputSpecError",
     "PassError",
+    "LoweringError",
     "TraceError",
     "VerificationError",
     "point_at",
@@ -43,6 +44,7 @@ class Category(enum.Enum):
     DYNAMIC_SHAPE_CONSTRAINT = "dynamic shape constraint"
     PASS = "pass"
     VERIFICATION = "verification"
+    LOWERING = "lowering"
     TIMEOUT = "timeout"
     CRASH = "crash"
     MEMORY = "memory"
@@ -181,6 +183,13 @@ class VerificationError(ExportError):
             self.hint = (
                 "this is a bug in exporter (or in a graph pass run on its program); please report it with the model"
             )
+
+
+class LoweringError(ExportError):
+    """The program could not be lowered for a runtime (ExecuTorch): the message names the op,
+    the location the model's line it came from, and the hint the next step."""
+
+    categories = (Category.LOWERING,)
 
 
 class AbortError(ExportError):

@@ -17,13 +17,18 @@ import torch
 import torch.utils._pytree as pytree
 
 from .._errors import InputSpecError
+from ..executorch import MethodLowering
 from .._torch_internals import aoti_compile_package, aoti_load_package
+from .analysis import human_bytes as _bytes
 from .compare import Comparison
 
 __all__ = [
     "DECOMPOSITIONS",
+    "INPUT_SETS",
     "ONNX_EXTRA",
     "Artifact",
+    "artifacts_table",
+    "lowering_lines",
     "aoti_path_beside",
     "build_aoti",
     "build_onnx",
@@ -49,7 +54,7 @@ class Artifact:
     """One file an export wrote (or would have, had it not failed), and its check against eager."""
 
     kind: str
-    """``program`` (the .pt2), ``aoti`` (an AOTInductor package) or ``onnx``."""
+    """``program`` (the .pt2), ``aoti`` (an AOTInductor package), ``onnx`` or ``executorch``."""
     path: str
     bytes: int
     """Its size on disk, with the companion files written beside it (ONNX external data)."""
@@ -59,6 +64,23 @@ class Artifact:
     """For the program: ``aten`` (exporter's functional, post-autograd ATen) or ``core-aten``."""
     verification: list[Comparison] | None = None
     """With ``--verify``: the artifact run on the example and fresh inputs against eager."""
+    lowering: tuple[MethodLowering, ...] | None = None
+    """For ExecuTorch: per method, what the backend took and the ops left outside it."""
+
+    def max_abs_errors(self) -> dict[str, float | None]:
+        """The largest absolute error against eager on each input set (``Comparison.input_set``)
+        that was run; None for a set where nothing was compared (eager failed, or the run did)."""
+        errors: dict[str, float | None] = {}
+        for comparison in self.verification or []:
+            worst, now = errors.get(comparison.input_set), comparison.max_abs
+            errors[comparison.input_set] = now if worst is None else worst if now is None else max(worst, now)
+        return errors
+
+    @property
+    def seconds_per_run(self) -> float | None:
+        """The median time of one run on the inputs ``--verify`` ran it on."""
+        times = sorted(c.seconds for c in self.verification or [] if c.seconds is not None)
+        return times[len(times) // 2] if times else None
 
     @property
     def verified(self) -> bool | None:
@@ -72,10 +94,69 @@ class Artifact:
             "bytes": self.bytes,
             "seconds": round(self.seconds, 6),
             "ir": self.ir,
+            "lowering": None if self.lowering is None else [m.to_json() for m in self.lowering],
             "verification": None
             if self.verification is None
-            else {"passed": self.verified, "runs": [c.to_json() for c in self.verification]},
+            else {
+                "passed": self.verified,
+                "max_abs_error": self.max_abs_errors(),
+                "seconds_per_run": self.seconds_per_run,
+                "runs": [c.to_json() for c in self.verification],
+            },
         }
+
+
+KINDS = {"program": "program", "aoti": "AOTInductor package", "onnx": "ONNX", "executorch": "ExecuTorch"}
+IRS = {"aten": "ATen", "core-aten": "core ATen"}
+INPUT_SETS = ("example", "fresh", "sizes")
+"""The error columns of the artifacts table: the example inputs, fresh values, other sizes."""
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1e3:.1f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def _check(artifact: Artifact) -> str:
+    if artifact.verification is None:
+        return "not run (--verify runs it)"
+    runs = len(artifact.verification)
+    if artifact.verified:
+        skipped = sum(c.eager_error is not None for c in artifact.verification)
+        return f"ok: {runs - skipped} of {runs} runs" if skipped else f"ok: {runs} runs"  # eager could not run the rest
+    return f"MISMATCH on {sum(not c.ok for c in artifact.verification)} of {runs} runs"
+
+
+def artifacts_table(artifacts: list[Artifact], relative: bool = True) -> tuple[list[str], list[list[str]]]:
+    """The artifacts table the terminal and the HTML report show: per artifact its file and
+    size, the largest absolute error against eager on each input set run, the time of one
+    run, and the check's verdict (last column)."""
+    sets = [s for s in INPUT_SETS if any(s in a.max_abs_errors() for a in artifacts)]
+    rows = []
+    for a in artifacts:
+        errors = a.max_abs_errors()
+        rows.append([
+            KINDS.get(a.kind, a.kind) + (f" ({IRS.get(a.ir, a.ir)})" if a.ir else ""),
+            os.path.relpath(a.path) if relative else a.path,
+            _bytes(a.bytes),
+            *("-" if errors.get(s) is None else f"{errors[s]:.2g}" for s in sets),
+            _seconds(a.seconds_per_run),
+            _check(a),
+        ])
+    return ["artifact", "file", "size", *sets, "per run", "check"], rows
+
+
+def lowering_lines(artifacts: list[Artifact]) -> list[str]:
+    """For each ExecuTorch method: how many parts the backend took, the ops left outside."""
+    lines = []
+    for a in artifacts:
+        for method in a.lowering or ():
+            outside = ", ".join(f"{op} x{n}" for op, n in method.outside_delegate.items()) or "none"
+            name = f"{method.name}: " if len(a.lowering) > 1 else ""
+            parts = f"{method.delegated} delegated part{'' if method.delegated == 1 else 's'}"
+            lines.append(f"{name}{parts}; outside the delegate: {outside}")
+    return lines
 
 
 def files_size(path: str) -> int:
@@ -153,7 +234,7 @@ def load_onnx(path: str, program: torch.export.ExportedProgram) -> Callable[...,
 
     def run(*args: Any, **kwargs: Any) -> Any:
         if in_spec is not None and in_spec.num_children == 2:
-            order = in_spec.children_specs[1].context or []
+            order = in_spec.child(1).context or []
             kwargs = {k: kwargs[k] for k in order if k in kwargs}
         leaves = pytree.tree_leaves((args, kwargs))
         feed = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -38,6 +39,21 @@ class Comparison:
     eager_error: str | None = None
     """Eager itself failed on these inputs (a size inside a declared range the model does not
     support): nothing to compare, and not the program's fault, so not a mismatch."""
+    seconds: float | None = None
+    """How long the program (or artifact) took on these inputs."""
+
+    @property
+    def input_set(self) -> str:
+        """``example``, ``fresh`` (new values, the example's sizes) or ``sizes`` (other sizes of
+        the dynamic dims): the column of the artifacts table this run counts in."""
+        if self.label == "example":
+            return "example"
+        return "fresh" if self.label.startswith("fresh") else "sizes"
+
+    @property
+    def max_abs(self) -> float | None:
+        """The largest absolute error over the outputs (None when nothing was compared)."""
+        return max((o.max_abs for o in self.outputs), default=None) if self.error is None and self.outputs else None
 
     @property
     def ok(self) -> bool:
@@ -59,6 +75,7 @@ class Comparison:
             "error": self.error,
             "eager_error": self.eager_error,
             "outputs": [attrs.asdict(o) for o in self.outputs],
+            "seconds": None if self.seconds is None else round(self.seconds, 6),
         }
 
 
@@ -159,7 +176,8 @@ def compare_runner_with_eager(
     shared: Iterable[Any] = (),
 ) -> list[Comparison]:
     """``compare_with_eager`` for anything called like the model: the program's module, an
-    AOTInductor package, an ONNX Runtime session wrapped to take and return pytrees.
+    AOTInductor package, an ONNX Runtime session wrapped to take and return pytrees, an
+    ExecuTorch method.
     ``shared``: more tensors both sides may write to (the program's constants, which are
     the model's own plain tensors), put back between runs as the state is."""
     results = []
@@ -174,8 +192,11 @@ def compare_runner_with_eager(
                 continue
             try:
                 restore()
+                start = time.perf_counter()
                 with torch.no_grad():
                     ours = runner(*_clone(args), **_clone(kwargs))
+                # a runner that times its own work (ExecuTorch: not the load that resets its state)
+                seconds = getattr(runner, "seconds", None) or time.perf_counter() - start
                 restore()
             except Exception as e:  # noqa: BLE001 - reported per run
                 restore()
@@ -192,7 +213,7 @@ def compare_runner_with_eager(
                 _diff(output_path(path), o, r, rtol, atol)
                 for (path, o), (_, r) in zip(ours_leaves, ref_leaves)
             )
-            results.append(Comparison(label, diffs))
+            results.append(Comparison(label, diffs, seconds=seconds))
     return results
 
 

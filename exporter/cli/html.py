@@ -16,6 +16,7 @@ import re
 from importlib import resources
 from typing import Any
 
+from .artifacts import artifacts_table, lowering_lines
 from .analysis import human_bytes as _bytes, input_names, module_tree, state_groups
 from .save import write_atomically
 
@@ -284,8 +285,10 @@ def _draft(report) -> str:
 def _artifacts(report) -> str:
     if not report.artifacts:
         return ""
-    rows = [[_e(a.kind), f"<code>{_e(a.path)}</code>", _bytes(a.bytes), f"{a.seconds:.2f}"] for a in report.artifacts]
-    return "<h2>Artifacts</h2>" + _table(["kind", "file", "size", "seconds"], rows, numeric=(2, 3))
+    columns, rows = artifacts_table(report.artifacts, relative=False)
+    cells = [[_e(c) if i != 1 else f"<code>{_e(c)}</code>" for i, c in enumerate(row)] for row in rows]
+    lines = "".join(f"<div class='sub'>{_e(line)}</div>" for line in lowering_lines(report.artifacts))
+    return "<h2>Artifacts</h2>" + _table(columns, cells, numeric=tuple(range(2, len(columns) - 1))) + lines
 
 
 def _section(report, anchor: str) -> str:

@@ -35,6 +35,7 @@ from .analysis import (
     range_rows,
     signature_rows,
 )
+from ..executorch import load_executorch, to_executorch
 from .artifacts import Artifact, aoti_path_beside, build_aoti, build_onnx, decompose, files_size, load_aoti, load_onnx
 from .compare import compare_runner_with_eager, compare_with_eager, require_match
 from .dynamic_flags import dynamic_shapes_from_flags
@@ -108,6 +109,8 @@ def _require_outputs_writable(settings: ExportSettings, name: str) -> None:
         require_writable(settings.aoti, "--aoti")
     if settings.onnx:
         require_writable(settings.onnx, "--onnx")
+    if settings.executorch:
+        require_writable(settings.executorch, "--executorch")
 
 
 def _out_of_memory(error: Exception, stage: str) -> AbortError | None:
@@ -270,6 +273,14 @@ def _write_artifacts(job: _Job) -> None:
             build_onnx(program, job.examples.args, job.examples.kwargs, staged)
             _artifact(job, Artifact("onnx", os.path.abspath(settings.onnx), files_size(staged), _lap(job.timer, "onnx")),
                       lambda: load_onnx(staged, program), "ONNX model", "onnx.verify", "in onnxruntime")
+        if settings.executorch is not None:
+            job.enter(f"lowering to ExecuTorch ({settings.backend})")
+            staged = staging.path(settings.executorch)
+            lowered = to_executorch(program, staged, backend=settings.backend)
+            artifact = Artifact("executorch", os.path.abspath(settings.executorch), lowered.bytes,
+                                _lap(job.timer, "executorch"), lowering=lowered.methods)
+            _artifact(job, artifact, lambda: load_executorch(staged, program), "ExecuTorch program",
+                      "executorch.verify", "in the ExecuTorch runtime")
         staging.commit()
     finally:
         staging.discard()

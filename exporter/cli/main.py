@@ -17,6 +17,7 @@ from rich.console import Console
 from .._errors import ErrorInfo, InputSpecError
 from .._options import IR_LEVELS
 from ..experts import EXPERTS_IMPLEMENTATIONS
+from ..executorch import BACKENDS, require_executorch
 from .artifacts import DECOMPOSITIONS, require_onnx
 from .baseline import baseline_entry, load_baseline, save_baseline
 from .check import check_exit_code, check_json, run_check
@@ -121,6 +122,18 @@ def _export_parser() -> argparse.ArgumentParser:
         metavar="OUT.onnx",
         help="also convert to ONNX with torch's ONNX exporter (needs pip install 'exporter[onnx]'); "
         "with --verify it is run in onnxruntime against eager",
+    )
+    p.add_argument(
+        "--executorch",
+        metavar="OUT.pte",
+        help="also lower to ExecuTorch and write the .pte file (needs pip install 'exporter[executorch]'); "
+        "with --verify it is run in the ExecuTorch runtime against eager",
+    )
+    p.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="xnnpack",
+        help="with --executorch: xnnpack (default) delegates what XNNPACK runs; portable delegates nothing",
     )
     p.add_argument("--json", metavar="REPORT.json", help="also write a machine-readable report")
     p.add_argument(
@@ -239,6 +252,10 @@ def _configure_logging(verbose: bool) -> None:
         logging.getLogger("exporter.draft").setLevel(logging.ERROR)
         # --onnx: the ONNX exporter warns about every optional operator library it lacks
         logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+        # --executorch: its lowering logs every partitioning decision, and importing it
+        # imports torchao, which logs the optional kernels it cannot load
+        for name in ("executorch", "torchao", "torch.utils._pytree"):
+            logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def _export_main(argv: list[str]) -> int:
@@ -249,6 +266,10 @@ def _export_main(argv: list[str]) -> int:
         init_args = parse_init_args(args.init_args)
         if args.onnx is not None:
             require_onnx()
+        if args.executorch is not None:
+            require_executorch()
+        elif args.backend != "xnnpack":
+            raise InputSpecError("--backend applies to --executorch only", hint="add --executorch OUT.pte")
     except InputSpecError as e:
         return _input_error(console, e)
     settings = ExportSettings(
@@ -268,6 +289,8 @@ def _export_main(argv: list[str]) -> int:
         decompose=args.decompose,
         aoti=args.aoti,
         onnx=args.onnx,
+        executorch=args.executorch,
+        backend=args.backend,
     )
     with progress(console if not args.quiet else Console(quiet=True, emoji=False)) as stage:
         report = run_export(settings, on_stage=stage)

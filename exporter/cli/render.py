@@ -17,6 +17,7 @@ from .._assumptions import DraftReport
 from .._errors import Category, ErrorInfo
 from ..submodules import ModuleStatus, SubmoduleNode, SubmoduleReport
 from .analysis import human_bytes as _bytes, input_names, module_tree, state_groups
+from .artifacts import artifacts_table, lowering_lines
 
 __all__ = [
     "progress",
@@ -43,31 +44,20 @@ def _size(path: str) -> str:
     return _bytes(float(os.path.getsize(path)))
 
 
-_ARTIFACT_KINDS = {"program": "program", "aoti": "AOTInductor package", "onnx": "ONNX"}
-_IRS = {"aten": "ATen", "core-aten": "core ATen"}
-
-
-def _artifact_check(artifact) -> Text:
-    if artifact.verification is None:
-        return Text("not run (--verify runs it)", style="dim")
-    runs = len(artifact.verification)
-    if artifact.verified:
-        worst = max((o.max_abs for c in artifact.verification for o in c.outputs), default=0.0)
-        skipped = sum(c.eager_error is not None for c in artifact.verification)
-        compared = f"{runs - skipped} of {runs}" if skipped else str(runs)  # eager could not run the rest
-        return Text(f"ok: {compared} runs, max abs error {worst:.3g}", style="green")
-    return Text(f"MISMATCH on {sum(not c.ok for c in artifact.verification)} of {runs} runs", style="red")
 
 
 def _artifacts_table(report) -> Group:
+    """One row per artifact (``artifacts_table``), then the ExecuTorch methods' lowering."""
+    columns, rows = artifacts_table(report.artifacts)
     table = Table(box=None, pad_edge=False)
-    for column in ("artifact", "file", "size", "seconds", "check"):
-        table.add_column(column, justify="right" if column in ("size", "seconds") else "left")
-    for a in report.artifacts:
-        kind = _ARTIFACT_KINDS.get(a.kind, a.kind) + (f" ({_IRS.get(a.ir, a.ir)})" if a.ir else "")
-        table.add_row(kind, escape(os.path.relpath(a.path)), _bytes(a.bytes), f"{a.seconds:.2f}", _artifact_check(a))
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("artifact", "file", "check") else "right")
+    for artifact, row in zip(report.artifacts, rows):
+        style = "dim" if artifact.verified is None else "green" if artifact.verified else "red"
+        table.add_row(*(escape(cell) for cell in row[:-1]), Text(row[-1], style=style))
+    lines = [Text(line, style="dim") for line in lowering_lines(report.artifacts)]
     written = "written" if report.ok else "none written: the export failed"
-    return _titled(f"artifacts ({written})", table)
+    return _titled(f"artifacts ({written})", Group(table, *lines) if lines else table)
 
 
 def _shape(row: dict) -> str:

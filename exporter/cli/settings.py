@@ -44,6 +44,10 @@ class ExportSettings:
     """``--aoti [PATH]``: also compile an AOTInductor package; ``""`` puts it beside the .pt2."""
     onnx: str | None = None
     """``--onnx OUT.onnx``: also convert the program with torch's ONNX exporter."""
+    executorch: str | None = None
+    """``--executorch OUT.pte``: also lower the program to ExecuTorch."""
+    backend: str = "xnnpack"
+    """``--backend``: what ``--executorch`` delegates to (``xnnpack`` or ``portable``)."""
 
 
 @attrs.frozen

@@ -684,3 +684,22 @@ def test_check_without_models_reads_the_nearest_pyproject_upward(workdir):
     missing = subprocess.run([sys.executable, "-m", "exporter", "check"], cwd=empty, capture_output=True, text=True,
                              env=dict(os.environ, COLUMNS="200"), timeout=300)
     assert missing.returncode == 2 and "no MODEL given, and no pyproject.toml with a [tool.exporter] table" in flat(missing)
+
+
+def test_executorch_flags_given_wrongly_are_usage_errors(workdir):
+    backend_alone = run("models.py:Net", "--backend", "portable", cwd=workdir)
+    assert backend_alone.returncode == 2
+    assert "--backend applies to --executorch only" in backend_alone.stdout
+    unknown = run("models.py:Net", "--executorch", "n.pte", "--backend", "cuda", cwd=workdir)
+    assert unknown.returncode == 2 and "invalid choice: 'cuda'" in unknown.stderr
+
+    # ExecuTorch missing (a package of that name that fails to import stands in for it)
+    shadow = workdir / "shadow" / "executorch"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('no ExecuTorch here')\n")
+    env = dict(os.environ, COLUMNS="200", PYTHONPATH=str(workdir / "shadow"))
+    missing = subprocess.run([sys.executable, "-m", "exporter", "models.py:Net", "--executorch", "n.pte"], cwd=workdir,
+                             capture_output=True, text=True, env=env, timeout=300)
+    assert missing.returncode == 2, missing.stdout + missing.stderr
+    assert "ExecuTorch is not installed" in missing.stdout and "pip install 'exporter[executorch]'" in missing.stdout
+    assert not (workdir / "n.pte").exists() and not (workdir / "Net.pt2").exists()

@@ -260,7 +260,37 @@ def test_the_artifact_check_counts_only_the_runs_eager_could_run():
     report.artifacts = [Artifact("program", os.path.abspath("Llama.pt2"), 486_195, 0.83, "aten", runs)]
     console = _narrow_console()
     render_export(report, console)
-    assert "ok: 1 of 2 runs, max abs error 0" in _text(console)
+    text = _text(console)
+    assert "ok: 1 of 2 runs" in text
+    assert re.search(r"program \(ATen\) +Llama.pt2 +474.8 KB +0 +- +- +ok", text), text
+
+
+def test_the_artifacts_table_has_the_error_on_each_input_set_and_the_time_of_a_run():
+    from exporter.cli.artifacts import Artifact
+    from exporter.cli.compare import Comparison, OutputDiff
+    from exporter.executorch import MethodLowering
+
+    def run(label, error, seconds):
+        return Comparison(label, (OutputDiff("out", error, error, error < 1e-3),), seconds=seconds)
+
+    program = [run("example", 0.0, 0.002), run("fresh #1", 0.0, 0.004), run("max batch=16", 0.0, 0.003)]
+    pte = [run("example", 2e-6, 0.010), run("fresh #1", 3e-6, 0.030), run("max batch=16", 5e-2, 0.020)]
+    report = ExportReport(ExportSettings("m.py:M"), status="ok", verification=program)
+    report.artifacts = [
+        Artifact("program", os.path.abspath("M.pt2"), 2048, 0.1, "aten", program),
+        Artifact("executorch", os.path.abspath("m.pte"), 4096, 2.0, verification=pte,
+                 lowering=(MethodLowering("forward", 3, {"aten.topk.default": 1}),)),
+    ]
+    console = _narrow_console()
+    render_export(report, console)
+    text = _text(console)
+    assert re.search(r"artifact +file +size +example +fresh +sizes +per run +check", text), text
+    assert re.search(r"program \(ATen\) +M.pt2 +2.0 KB +0 +0 +0 +3.0 ms +ok: 3 runs", text), text
+    assert re.search(r"ExecuTorch +m.pte +4.0 KB +2e-06 +3e-06 +0.05 +20.0 ms +MISMATCH on 1 of", text), text
+    assert "3 delegated parts; outside the delegate: aten.topk.default x1" in text
+    row = report.artifacts[1].to_json()["verification"]
+    assert row["max_abs_error"] == {"example": 2e-6, "fresh": 3e-6, "sizes": 5e-2}
+    assert row["seconds_per_run"] == 0.02
 
 
 def test_state_updates_are_outputs_that_say_so():
