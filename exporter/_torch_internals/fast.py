@@ -472,15 +472,16 @@ def is_compiled_module(module: torch.nn.Module) -> bool:
 
 
 def fx_tracing_flag(value: bool) -> bool:
-    """Set torch.fx's process-wide "an fx trace is running" flag (``is_fx_tracing()``), which
-    make_fx sets for the length of its trace; returns the previous value."""
+    """Set torch.fx's "an fx trace is running" flag (``is_fx_tracing()``), which make_fx sets
+    for the length of its trace; returns the previous value.  The flag is a module global on
+    2.13 and 2.14 and per thread from 2.15 on (set and read through functions)."""
     from torch.fx import _symbolic_trace
 
-    if hasattr(_symbolic_trace, "_set_is_fx_tracing"):  # 2.15: per thread
+    if hasattr(_symbolic_trace, "_set_is_fx_tracing"):  # 2.15 and later: per thread
         previous = _symbolic_trace._get_is_fx_tracing()
         _symbolic_trace._set_is_fx_tracing(value)
         return previous
-    previous = _symbolic_trace._is_fx_tracing_flag
+    previous = _symbolic_trace._is_fx_tracing_flag  # 2.13, 2.14: one flag for the process
     _symbolic_trace._is_fx_tracing_flag = value
     return previous
 
