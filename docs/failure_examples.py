@@ -78,24 +78,31 @@ EXAMPLES = [
     Example(
         "model error",
         "The model raised while running on fake tensors, though it runs eagerly: it needs real "
-        "data where export has only shapes (NumPy, `.tolist()` into Python code, a data pointer).",
+        "data where export has only shapes (`.tolist()` into plain Python code, printing a tensor).",
         """
-        import numpy as np
+        import json
         import torch, exporter
 
-        class TopScoring(torch.nn.Module):
-            def forward(self, boxes, scores):
-                order = np.argsort(-scores.numpy())[:3]
-                return boxes[torch.from_numpy(order)]
+        class Router(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gate = torch.nn.Linear(8, 4)
+                self.log = []
 
-        exporter.export(TopScoring(), (torch.randn(5, 4), torch.randn(5)))
+            def forward(self, x):
+                probs = self.gate(x).softmax(dim=-1)
+                self.log.append(json.dumps(probs.mean(dim=0).tolist()))
+                return probs
+
+        exporter.export(Router(), (torch.randn(3, 8),))
         """,
     ),
     Example(
         "data-dependent control flow",
-        "A branch or loop decided by a tensor's value. Rewrite it with `torch.cond` or "
-        "`torch.where`, state what holds with `torch._check`, or let [draft mode](draft-mode.md) "
-        "take the example's branch.",
+        "A branch or loop decided by a tensor's value, or a size read from one and hashed "
+        "(`set(lengths.tolist())`, a dict key). Rewrite it with `torch.cond` or `torch.where`, "
+        "state what holds with `torch._check`, or let [draft mode](draft-mode.md) take the "
+        "example's branch.",
         """
         import torch, exporter
 
@@ -122,6 +129,23 @@ EXAMPLES = [
                 return -(targets * 0.9 + 0.025) @ logits.log_softmax(dim=-1).T
 
         exporter.export(LabelSmoothing(), (torch.randn(4, 3), torch.tensor([0, 2, 1, 2])))
+        """,
+    ),
+    Example(
+        "data leaves the graph",
+        "`.numpy()` hands a tensor's values to NumPy, where export cannot follow them. Compute "
+        "with torch ops instead, or let [draft mode](draft-mode.md) take the example's values "
+        "(the program checks them when it runs).",
+        """
+        import numpy as np
+        import torch, exporter
+
+        class TopScoring(torch.nn.Module):
+            def forward(self, boxes, scores):
+                order = np.argsort(-scores.numpy())[:3]
+                return boxes[torch.from_numpy(order)]
+
+        exporter.export(TopScoring(), (torch.randn(5, 4), torch.randn(5)))
         """,
     ),
     Example(

@@ -1,8 +1,8 @@
 """What a draft export assumed: one record per place the example inputs decided for the program.
 
 ``exporter.export(..., draft=True)`` keeps going where an export would stop: a branch or
-loop on a tensor's value, an operator without a fake kernel, a dynamic-shape spec the model
-does not fit.  Each time it takes what the example inputs do and records an ``Assumption``;
+loop on a tensor's value, a size hashed, ``.numpy()`` on a tensor, an operator without a fake
+kernel, a dynamic-shape spec the model does not fit.  Each time it takes what the example inputs do and records an ``Assumption``;
 the program carries the list as ``ep.draft_report``.
 """
 
@@ -20,7 +20,11 @@ class AssumptionKind(enum.Enum):
 
     DATA_DEPENDENT = "data-dependent value"
     """Python needed a tensor's value (``if x.sum() > 0``, ``range(n.item())``, a size that
-    depends on data); the example's value was used, and an assert checks it at run time."""
+    depends on data, such a size hashed by ``set()`` or a dict); the example's value was used,
+    and an assert checks it at run time."""
+    TENSOR_VALUES = "tensor values"
+    """``.numpy()`` handed a tensor's values to Python; the example's values were given, and
+    the program asserts the tensor holds them when it runs."""
     MISSING_FAKE_KERNEL = "operator without a fake kernel"
     """The operator ran for real on the example inputs, and its outputs' sizes became
     data-dependent symbols; the dtype, device and layout it returned are asserted."""

@@ -37,6 +37,7 @@ class Category(enum.Enum):
     MODEL_ERROR = "model error"
     DATA_DEPENDENT_CONTROL_FLOW = "data-dependent control flow"
     DATA_DEPENDENT_OUTPUT_SHAPE = "data-dependent output shape"
+    DATA_LEAVES_GRAPH = "data leaves the graph"
     UNSUPPORTED_OPERATOR = "unsupported operator"
     UNSUPPORTED_MUTATION = "unsupported mutation"
     UNSUPPORTED_TENSOR_SUBCLASS = "unsupported tensor subclass"
@@ -130,6 +131,7 @@ class TraceError(ExportError):
         Category.MODEL_ERROR,
         Category.DATA_DEPENDENT_CONTROL_FLOW,
         Category.DATA_DEPENDENT_OUTPUT_SHAPE,
+        Category.DATA_LEAVES_GRAPH,
         Category.UNSUPPORTED_OPERATOR,
         Category.UNSUPPORTED_MUTATION,
         Category.UNSUPPORTED_TENSOR_SUBCLASS,

@@ -19,6 +19,7 @@ from torch._subclasses import fake_impls
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 
 __all__ = [
+    "assert_async",
     "overload_name",
     "plain_alias",
     "schema_of",
@@ -58,6 +59,10 @@ __all__ = [
 
 runtime_check = torch._check
 """``torch._check``: a condition on sizes the program checks when it runs (no guard)."""
+
+assert_async = torch._assert_async
+"""``torch._assert_async(bool_tensor, message)``: a condition on a tensor's values the program
+checks when it runs (``aten._assert_async.msg``)."""
 
 COMPOSITE_KEY = DispatchKey.CompositeImplicitAutograd
 

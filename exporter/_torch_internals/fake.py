@@ -20,6 +20,7 @@ from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTens
 from torch.fx.experimental.symbolic_shapes import (
     ShapeEnv,
 )
+from torch.utils._python_dispatch import _disable_current_modes
 
 __all__ = [
     "FAKE_REAL_CHECK",
@@ -36,7 +37,10 @@ __all__ = [
     "FunctionalTensor",
     "FunctionalTensorMode",
     "on_real_value_decision",
+    "outside_modes",
     "real_tensor_propagation",
+    "real_value",
+    "traced_fake",
     "UnsupportedOperatorException",
     "unwrap_functional",
 ]
@@ -110,6 +114,30 @@ def on_real_value_decision(shape_env: ShapeEnv, callback: Any) -> None:
     """Call ``callback(expr, value)`` (instead of torch's logging) each time ``shape_env``
     decides a data-dependent guard by a real value; this instance only."""
     shape_env._log_real_tensor_propagation = callback
+
+
+def traced_fake(value: Any) -> FakeTensor | None:
+    """The fake tensor a traced tensor stands for (a functional tensor's, with its pending
+    updates applied); None for any other value, a real tensor included."""
+    if isinstance(value, FunctionalTensor):
+        value = unwrap_functional(value)
+    return value if isinstance(value, FakeTensor) else None
+
+
+def real_value(fake: FakeTensor) -> torch.Tensor | None:
+    """A plain copy of the real tensor a draft trace's fake tensor carries, made outside every
+    mode; None when it carries none (real-value propagation was off, or no kernel ran for real)."""
+    real = getattr(fake, "real_tensor", None)
+    if real is None:
+        return None
+    with outside_modes(), torch.no_grad():
+        return real.detach().clone()
+
+
+def outside_modes() -> Any:
+    """Within the block no dispatch mode is current: code that calls torch without
+    dispatching (``Tensor.numpy()``'s own conversions) runs on real tensors as in eager."""
+    return _disable_current_modes()
 
 
 FAKE_REAL_CHECK = (fake_utils, "_check_fake_real_tensors")

@@ -11,6 +11,8 @@ import torch
 import torch.utils._pytree as pytree
 
 from .._errors import VerificationError
+from ..inputs.containers import leaves_with_paths
+from ..trace.patches import compiler_flags_as_traced
 from ..trace.preserve import state_values_restored
 from .analysis import output_path
 
@@ -41,6 +43,12 @@ class Comparison:
     support): nothing to compare, and not the program's fault, so not a mismatch."""
     seconds: float | None = None
     """How long the program (or artifact) took on these inputs."""
+    flag: str | None = None
+    """Where the outputs differ: the ``torch.compiler`` query (``torch.compiler.is_exporting()``)
+    under which the eager model, run with it True, gives the program's outputs.  The model
+    takes another path while exported, and the program holds that path."""
+    model: str | None = None
+    """The eager model's class name, with ``flag``."""
 
     @property
     def input_set(self) -> str:
@@ -76,6 +84,7 @@ class Comparison:
             "eager_error": self.eager_error,
             "outputs": [attrs.asdict(o) for o in self.outputs],
             "seconds": None if self.seconds is None else round(self.seconds, 6),
+            "flag": self.flag,
         }
 
 
@@ -97,7 +106,16 @@ class VerificationMismatch(VerificationError):
     def __init__(self, comparisons: list[Comparison], *, rtol: float, atol: float, what: str = "program") -> None:
         failures = [line for c in comparisons for line in c.failures()]
         failed = [c for c in comparisons if not c.ok]
-        if failed and all(_refused(c) for c in failed):
+        flags = {(c.model, c.flag) for c in failed}
+        if failed and len(flags) == 1 and None not in next(iter(flags)):
+            model, flag = next(iter(flags))
+            hint = (
+                f"{model} takes a different path under {flag}, which is True while exporting: eager "
+                f"with it set gives the {what}'s outputs, so the {what} is what the model computes when "
+                f"exported. Look for {flag} in the model's code; if that path is meant to compute the "
+                "same, the difference is the model's"
+            )
+        elif failed and all(_refused(c) for c in failed):
             hint = (
                 f"the {what} refuses sizes eager runs on ({', '.join(c.label for c in failed)}): a condition "
                 "torch recorded while tracing does not hold there. If those sizes lie inside your declared "
@@ -120,6 +138,37 @@ class VerificationMismatch(VerificationError):
 
 def _clone(tree: Any) -> Any:
     return pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), tree)
+
+
+_COMPILER_FLAGS = (
+    ("torch.compiler.is_exporting()", {"compiling": False, "exporting": True}),
+    ("torch.compiler.is_compiling()", {"compiling": True, "exporting": False}),
+    ("torch.compiler.is_compiling() and is_exporting()", {"compiling": True, "exporting": True}),
+)
+"""What a trace sets that a model may branch on: each alone, then both as a trace sets them."""
+
+
+def _flag_explaining(
+    model: torch.nn.Module, args: Any, kwargs: Any, ours: Any, restore: Callable[[], None], rtol: float, atol: float
+) -> str | None:
+    """The ``torch.compiler`` query under which the eager model gives ``ours`` (the program's
+    outputs), run with it True; None when no such run does."""
+    ours_leaves, ours_spec = leaves_with_paths(ours)
+    for query, flags in _COMPILER_FLAGS:
+        restore()
+        try:
+            with compiler_flags_as_traced(**flags), torch.no_grad():
+                flagged = _clone(model(*_clone(args), **_clone(kwargs)))
+        except Exception:  # noqa: BLE001 - that path does not run: not the one the program took
+            continue
+        finally:
+            restore()
+        leaves, spec = leaves_with_paths(flagged)
+        if spec == ours_spec and all(
+            _diff("", o, r, rtol, atol).ok for (_, o), (_, r) in zip(ours_leaves, leaves)
+        ):
+            return query
+    return None
 
 
 def _diff(path: str, ours: Any, ref: Any, rtol: float, atol: float) -> OutputDiff:
@@ -202,8 +251,8 @@ def compare_runner_with_eager(
                 restore()
                 results.append(Comparison(label, (), f"{type(e).__name__}: {e}"))
                 continue
-            ours_leaves, ours_spec = pytree.tree_flatten_with_path(ours)
-            ref_leaves, ref_spec = pytree.tree_flatten_with_path(ref)
+            ours_leaves, ours_spec = leaves_with_paths(ours)
+            ref_leaves, ref_spec = leaves_with_paths(ref)
             if ours_spec != ref_spec:
                 results.append(
                     Comparison(label, (), f"output structure differs: program {ours_spec}, eager {ref_spec}")
@@ -213,7 +262,14 @@ def compare_runner_with_eager(
                 _diff(output_path(path), o, r, rtol, atol)
                 for (path, o), (_, r) in zip(ours_leaves, ref_leaves)
             )
-            results.append(Comparison(label, diffs, seconds=seconds))
+            flag = None
+            if not all(d.ok for d in diffs):
+                flag = _flag_explaining(model, args, kwargs, ours, restore, rtol, atol)
+            if flag is not None:
+                note = f"eager with {flag} True gives this value"
+                diffs = tuple(d if d.ok else attrs.evolve(d, note="; ".join(filter(None, (d.note, note)))) for d in diffs)
+            model_name = type(model).__name__ if flag is not None else None
+            results.append(Comparison(label, diffs, seconds=seconds, flag=flag, model=model_name))
     return results
 
 

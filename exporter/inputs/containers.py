@@ -23,6 +23,7 @@ __all__ = [
     "describe_class",
     "holds_tensors",
     "is_known_container",
+    "leaves_with_paths",
     "register_container",
     "register_containers_in",
     "register_known_containers",
@@ -294,3 +295,14 @@ def register_containers_in(tree: Any) -> None:
             stack.extend(value.values())
         elif cls in pytree.SUPPORTED_NODES:
             stack.extend(pytree.SUPPORTED_NODES[cls].flatten_fn(value)[0])
+
+
+def leaves_with_paths(tree: Any) -> tuple[list[tuple[pytree.KeyPath, Any]], pytree.TreeSpec]:
+    """``pytree.tree_flatten_with_path(tree)``; where a container was registered without key
+    functions (diffusers' output classes), its leaves are numbered instead, as
+    ``pytree.tree_flatten`` orders them (``[0]``, ``[1]``, ...)."""
+    try:
+        return pytree.tree_flatten_with_path(tree)
+    except ValueError:
+        leaves, spec = pytree.tree_flatten(tree)
+        return [((pytree.SequenceKey(i),), leaf) for i, leaf in enumerate(leaves)], spec

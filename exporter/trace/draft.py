@@ -1,10 +1,11 @@
 """Draft tracing: where an export would stop, take what the example inputs do, and say so.
 
 Under real-tensor propagation a guard on a data-dependent value is decided by the example's
-value and deferred as a runtime assert, and an operator without a fake kernel gets one from
-its real outputs.  ``data_dependent_assumptions`` and ``missing_fake_kernel_assumptions`` read
-those back as ``Assumption`` records with the user's line; ``mark_checked`` says which ones the
-program checks when it runs."""
+value and deferred as a runtime assert, an operator without a fake kernel gets one from
+its real outputs, and ``.numpy()`` returns the example's values (``values``).
+``data_dependent_assumptions``, ``missing_fake_kernel_assumptions`` and
+``values_taken_assumptions`` read those back as ``Assumption`` records with the user's line;
+``mark_checked`` says which ones the program checks when it runs."""
 
 from __future__ import annotations
 
@@ -18,15 +19,19 @@ import attrs
 import torch
 
 from .._assumptions import Assumption, AssumptionKind
+from .._ir import is_library_frame
 from .._state import ExportState
-from .._torch_internals import OpOverload, has_fake_kernel, is_builtin_op, on_real_value_decision
-from .explain import is_library_frame
+from .._torch_internals import FakeTensor, OpOverload, has_fake_kernel, is_builtin_op, on_real_value_decision
 
 __all__ = [
     "data_dependent_assumptions",
+    "live_user_line",
     "mark_checked",
     "missing_fake_kernel_assumptions",
+    "note_values_taken",
     "record_assumption_sites",
+    "values_check_message",
+    "values_taken_assumptions",
 ]
 
 _PREFIX = "propagate_real_tensors:"
@@ -34,6 +39,7 @@ _SYMBOL = re.compile(r"\b[us]\d+\b")
 
 
 _SITES = "exporter_assumption_sites"
+_VALUES_TAKEN = "exporter_values_taken"
 
 
 def record_assumption_sites(shape_env: Any) -> None:
@@ -46,12 +52,12 @@ def record_assumption_sites(shape_env: Any) -> None:
     setattr(shape_env, _SITES, sites)
 
     def note(orig_expr: Any, unsound_result: Any) -> None:
-        sites.setdefault((str(orig_expr), str(unsound_result)), _live_user_line())
+        sites.setdefault((str(orig_expr), str(unsound_result)), live_user_line())
 
     on_real_value_decision(shape_env, note)
 
 
-def _live_user_line() -> tuple[str | None, str | None]:
+def live_user_line() -> tuple[str | None, str | None]:
     """``file:line`` and source of the innermost running frame outside torch, exporter and the stdlib."""
     frame = sys._getframe(1)
     while frame is not None:
@@ -168,15 +174,58 @@ def missing_fake_kernel_assumptions(state: ExportState) -> list[Assumption]:
     return _merged(found)
 
 
+@attrs.frozen
+class _ValuesTaken:
+    location: str | None
+    code: str | None
+    shown: str
+
+
+def values_check_message(location: str | None) -> str:
+    """The message of the ``_assert_async`` that checks the values taken at ``location``."""
+    where = f" at {location}" if location else ""
+    return f"draft export assumed the example's values for .numpy(){where}; this input gives others"
+
+
+def note_values_taken(fake: FakeTensor, location: str | None, code: str | None, shown: str) -> None:
+    """Note that a draft trace gave the user's line the example's values of ``fake``
+    (``shown``), checked by an ``_assert_async`` with ``values_check_message(location)``."""
+    shape_env = fake.fake_mode.shape_env
+    if shape_env is not None:
+        if not hasattr(shape_env, _VALUES_TAKEN):
+            setattr(shape_env, _VALUES_TAKEN, [])
+        getattr(shape_env, _VALUES_TAKEN).append(_ValuesTaken(location, code, shown))
+
+
+def values_taken_assumptions(state: ExportState) -> list[Assumption]:
+    """The tensors whose example values a draft trace handed to Python (``.numpy()``)."""
+    shape_env = state.fake_mode.shape_env
+    found = [
+        Assumption(
+            AssumptionKind.TENSOR_VALUES, f"values == {taken.shown}", taken.location, taken.code,
+            detail="Tensor.numpy() on a traced tensor; an aten._assert_async compares the values",
+        )
+        for taken in getattr(shape_env, _VALUES_TAKEN, ())
+    ]
+    return _merged(found)
+
+
 def mark_checked(assumptions: list[Assumption], gm: torch.fx.GraphModule) -> list[Assumption]:
-    """Mark each data-dependent assumption that an ``_assert_scalar`` of the graph checks."""
+    """Mark each data-dependent assumption that an ``_assert_scalar`` of the graph checks, and
+    each tensor's values an ``_assert_async`` checks."""
     messages = [
         str(n.args[1]) for n in gm.graph.nodes
         if n.op == "call_function" and n.target is torch.ops.aten._assert_scalar.default and len(n.args) > 1
     ]
+    value_checks = {
+        str(n.args[1]) for n in gm.graph.nodes
+        if n.op == "call_function" and n.target is torch.ops.aten._assert_async.msg and len(n.args) > 1
+    }
     marked = []
     for a in assumptions:
-        if a.kind is AssumptionKind.DATA_DEPENDENT:
+        if a.kind is AssumptionKind.TENSOR_VALUES:
+            a = attrs.evolve(a, checked=values_check_message(a.location) in value_checks)
+        elif a.kind is AssumptionKind.DATA_DEPENDENT:
             expression = a.assumed.rsplit(" is ", 1)[0].rsplit(" == ", 1)[0]
             symbols = _SYMBOL.findall(expression)
             checked = any(all(s in m for s in symbols) for m in messages) if symbols else False

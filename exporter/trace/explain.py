@@ -22,6 +22,7 @@ from .._torch_internals import (
     op_implementation_dirs,
 )
 from .preserve import module_preserved, state_bytes, state_values_restored
+from .values import HashedSize, LeavesGraph
 
 __all__ = ["eager_failure", "explain", "is_library_frame", "user_location"]
 
@@ -60,6 +61,19 @@ _SIZE_HINT = (
     "pass the size explicitly where the operator takes one (F.one_hot(labels, num_classes=N)) "
     "instead of letting it read the size from the data; torch._check cannot help here, the "
     "traced program needs one fixed number"
+)
+
+
+_HASH_HINT = (
+    "keep sizes read from tensors out of set() and dict keys: compute on the tensor they came "
+    "from (`(lengths != lengths[0]).any()` for `len(set(lengths.tolist())) > 1`) and branch with "
+    "torch.cond or torch.where, pass them as Python ints, or export with draft=True to take the "
+    "example's values (checked when the program runs)"
+)
+_NUMPY_HINT = (
+    "compute with torch ops instead (torch.cumsum, torch.argsort, torch.bincount, ...) so the "
+    "program records the computation, or export with draft=True to take the example's values "
+    "(checked when the program runs)"
 )
 
 
@@ -106,6 +120,22 @@ def explain(e: Exception) -> TraceError:
     where = f"{frame.filename}:{frame.lineno}" if frame else None
     code = f" (`{frame.line}`)" if frame and frame.line else ""
     text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if isinstance(e, HashedSize):
+        return TraceError(
+            f"forward() hashes a size computed from tensor values{code} (a set() member or dict key "
+            f"needs its value), but export traces with shapes only, not values [{e.size}]",
+            category=Category.DATA_DEPENDENT_CONTROL_FLOW,
+            location=where,
+            hint=_HASH_HINT,
+        )
+    if isinstance(e, LeavesGraph):
+        return TraceError(
+            f"forward() takes a tensor's values out of the graph with .numpy(){code}: what NumPy "
+            f"computes from them is not recorded, and export traces with shapes only, not values [{text}]",
+            category=Category.DATA_LEAVES_GRAPH,
+            location=where,
+            hint=_NUMPY_HINT,
+        )
     op = _op_reading_a_size(e)
     if op is not None:
         return TraceError(
@@ -152,7 +182,7 @@ def explain(e: Exception) -> TraceError:
         category=Category.MODEL_ERROR,
         location=where,
         hint="run the model eagerly on the same inputs; if that works, the failing line "
-        "probably needs real tensor values (.item(), .tolist(), .numpy(), printing a tensor)",
+        "probably needs real tensor values (.item() or .tolist() into plain Python, printing a tensor)",
     )
 
 

@@ -28,7 +28,7 @@ from .._torch_internals import (
     unwrap_functional,
 )
 from ..inputs.bind import BoundInputs, dispatches_like_a_tensor
-from ..inputs.containers import describe_class, holds_tensors, register_containers_in
+from ..inputs.containers import describe_class, holds_tensors, leaves_with_paths, register_containers_in
 from .active import traced_graph, traced_node
 from .patches import buffer_writes
 from .state_inputs import StateInputs
@@ -291,7 +291,7 @@ _OUTPUT_LEAF_TYPES = (
 def _flatten_outputs(out: Any) -> tuple[list[Any], pytree.TreeSpec]:
     """forward()'s return value as leaves; container objects (KV caches) are opened up."""
     register_containers_in(out)
-    with_paths, spec = pytree.tree_flatten_with_path(out)
+    with_paths, spec = leaves_with_paths(out)
     for path, leaf in with_paths:
         where = f"output{pytree.keystr(path)}" if path else "the output"
         if isinstance(leaf, torch.Tensor) and type(leaf) not in _TRACED_TENSORS and not dispatches_like_a_tensor(leaf):

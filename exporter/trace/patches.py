@@ -56,12 +56,14 @@ from .kernels import (
 from .fast import FastPaths
 from .python_ops import builtin_max, builtin_min, power, tensor_factory, tensor_getitem
 from .stacks import user_stack_trace
+from .values import size_hash, tensor_numpy
 
 __all__ = [
     "EXPORT_LOCK",
     "BufferWrite",
     "NodeHook",
     "buffer_writes",
+    "compiler_flags_as_traced",
     "gc_paused",
     "in_tracing_thread",
     "replaced",
@@ -140,6 +142,7 @@ def tracing_patches(
         stack.enter_context(_dynamo_config_for_bodies())
         stack.enter_context(_hop_bodies_forgotten())
         stack.enter_context(_python_semantics())
+        stack.enter_context(_values_asked_for(draft))
         stack.enter_context(fast.memory_formats_remembered())
         yield
 
@@ -272,7 +275,17 @@ def _hop_bodies_forgotten() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _compiler_flags() -> Iterator[None]:
+def compiler_flags_as_traced(*, compiling: bool = True, exporting: bool = True) -> Iterator[None]:
+    """Within the block ``torch.compiler.is_compiling()`` reports ``compiling`` and
+    ``is_exporting()`` reports ``exporting`` (to this thread), as both report True while a
+    trace runs the model: for running the model eagerly down the path its trace took.  Set
+    as a trace sets them, under the same locks."""
+    with _locks_held(), _tracing_thread(), _compiler_flags(compiling, exporting):
+        yield
+
+
+@contextlib.contextmanager
+def _compiler_flags(compiling: bool = True, exporting: bool = True) -> Iterator[None]:
     # The flags are module globals, read as globals by the query functions and by Dynamo:
     # set for every reader in the tracing thread.  Other threads asking
     # ``torch.compiler.is_exporting()`` get the value from before the trace (torch.compile
@@ -281,7 +294,7 @@ def _compiler_flags() -> Iterator[None]:
     # make_fx traces, torch.fx's process-wide "fx tracing" flag is set, and a compiled
     # function called while that flag is set and ``is_compiling()`` is False raises.
     saved = compiler_flags()
-    set_compiler_flags(True, True)
+    set_compiler_flags(compiling, exporting)
     try:
         before = saved[1]
         is_exporting = in_tracing_thread(torch.compiler.is_exporting, lambda: before)
@@ -504,6 +517,17 @@ def _python_semantics() -> Iterator[None]:
         for owner, name, make in _PYTHON_REPLACEMENTS:
             real = getattr(owner, name)
             stack.enter_context(replaced(owner, name, in_tracing_thread(make(real), real)))
+        yield
+
+
+@contextlib.contextmanager
+def _values_asked_for(draft: bool) -> Iterator[None]:
+    # Hashing a data-dependent size and ``Tensor.numpy()`` need a value the trace does not
+    # have: refused with the user's line, or in a draft trace given the example's (values.py).
+    with contextlib.ExitStack() as stack:
+        for owner, name, make in ((torch.SymInt, "__hash__", size_hash), (torch.Tensor, "numpy", tensor_numpy)):
+            real = getattr(owner, name)
+            stack.enter_context(replaced(owner, name, in_tracing_thread(make(real, draft=draft), real)))
         yield
 
 

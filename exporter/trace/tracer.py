@@ -19,7 +19,12 @@ from .._ir import graph_modules
 from .._state import ExportState
 from .._torch_internals import FakeTensorMode, TracingContext, record_module_calls, tracing
 from ..inputs.bind import BoundInputs
-from .draft import data_dependent_assumptions, missing_fake_kernel_assumptions, record_assumption_sites
+from .draft import (
+    data_dependent_assumptions,
+    missing_fake_kernel_assumptions,
+    record_assumption_sites,
+    values_taken_assumptions,
+)
 from .explain import explain
 from .fast import FastPaths
 from .module_function import ROOT_ATTR, Holder, ModuleRun, Recorded, functional_fn, plain_fn, training_fn
@@ -251,9 +256,9 @@ def trace(
     symbolic; checking the guards the trace produced against it is a later step.
     ``always_functionalize``: skip the unfunctionalized first try.
     ``fast``: the fast paths to take (``FastPaths.resolve()`` when None).
-    ``draft``: fake tensors carry real values; where the trace needs a tensor's value or an
-    operator has no fake kernel, the example inputs decide, and ``state.assumptions`` lists
-    each such place (``draft.py``).
+    ``draft``: fake tensors carry real values; where the trace needs a tensor's value (a
+    branch, a hashed size, ``.numpy()``) or an operator has no fake kernel, the example inputs
+    decide, and ``state.assumptions`` lists each such place (``draft.py``).
     ``prefer_deferred_runtime_asserts_over_guards``: size conditions that decide no control
     flow become runtime asserts in the program rather than guards.
     """
@@ -316,5 +321,7 @@ def trace(
         training=training,
     )
     if draft:
-        state.assumptions = data_dependent_assumptions(state) + missing_fake_kernel_assumptions(state)
+        state.assumptions = (
+            data_dependent_assumptions(state) + values_taken_assumptions(state) + missing_fake_kernel_assumptions(state)
+        )
     return state

@@ -155,6 +155,18 @@ class LengthChecked(nn.Module):
         return hidden + self.positions(torch.arange(hidden.shape[1]))
 
 
+class PackedAttention(nn.Module):
+    """Lumina-style packing: the attention mask is needed only when the rows differ in length."""
+
+    def forward(self, hidden, padding_mask):
+        lengths = padding_mask.sum(dim=1).tolist()
+        use_mask = len(set(lengths)) > 1  # FAILS: hash
+        scores = hidden @ hidden.transpose(-1, -2)
+        if use_mask:
+            scores = scores.masked_fill(~padding_mask[:, None, :], float("-inf"))
+        return scores.softmax(dim=-1) @ hidden
+
+
 class LabelSmoothing(nn.Module):
     """One-hot targets without num_classes: the class count is read from the labels."""
 
@@ -202,6 +214,20 @@ class TopScoring(nn.Module):
     def forward(self, boxes, scores):
         order = np.argsort(-scores.numpy())[:3]  # FAILS: numpy
         return boxes[torch.from_numpy(order)]
+
+
+class RoutingLogged(nn.Module):
+    """Logs its routing statistics as JSON from inside forward()."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(8, 4)
+        self.log = []
+
+    def forward(self, x):
+        probs = self.gate(x).softmax(dim=-1)
+        self.log.append(json.dumps(probs.mean(dim=0).tolist()))  # FAILS: json
+        return probs
 
 
 class Classifier(nn.Module):
@@ -493,6 +519,9 @@ ROWS = [
     Row("moe", SparseMoE, lambda: (torch.randn(6, 8),),
         TraceError, Category.DATA_DEPENDENT_CONTROL_FLOW, r"`for expert_idx in expert_hit:",
         ("range(num_experts)",), Refuses("Could not guard on data-dependent expression")),
+    Row("hash", PackedAttention, lambda: (torch.randn(2, 5, 8), torch.ones(2, 5, dtype=torch.bool)),
+        TraceError, Category.DATA_DEPENDENT_CONTROL_FLOW, r"hashes a size computed from tensor values .*`use_mask = len\(set",
+        ("(lengths != lengths[0]).any()", "draft=True"), Refuses("unhashable type: non-nested SymInt")),
     Row("tolist", LengthChecked, lambda: (torch.randn(2, 5, 8), torch.tensor([5, 3])),
         TraceError, Category.DATA_DEPENDENT_CONTROL_FLOW, r"`if max\(lengths\.tolist\(\)\) > self\.max_positions:",
         ("torch._check",), Refuses("Could not guard on data-dependent expression")),
@@ -511,10 +540,14 @@ ROWS = [
         TraceError, Category.UNSUPPORTED_OPERATOR, r"side-effectful operator \(aten\._print\.default\)",
         ("out of forward()",),
         Accepts("torch.export threads an effect token through the program", threads_an_effect_token)),
-    # the model raised under fake tensors, though it runs eagerly
+    # a tensor's values handed to NumPy
     Row("numpy", TopScoring, lambda: (torch.randn(5, 4), torch.randn(5)),
-        TraceError, Category.MODEL_ERROR, r"raised RuntimeError while running on fake tensors .*\.numpy\(\)",
-        (".numpy()", "runs eagerly"), Refuses(r"\.numpy\(\) is not supported")),
+        TraceError, Category.DATA_LEAVES_GRAPH, r"values out of the graph with \.numpy\(\) \(`order = np\.argsort",
+        ("torch ops", "draft=True"), Refuses(r"\.numpy\(\) is not supported")),
+    # the model raised under fake tensors, though it runs eagerly
+    Row("json", RoutingLogged, lambda: (torch.randn(3, 8),),
+        TraceError, Category.MODEL_ERROR, r"raised TypeError while running on fake tensors .*SymFloat is not JSON",
+        (".tolist()", "runs eagerly"), Refuses("SymFloat is not JSON serializable")),
     # the inputs (or the model) are wrong: it fails eagerly too, or they do not fit forward()
     Row("wrong_shape", Classifier, lambda: (torch.randn(4, 8),),
         InputSpecError, Category.INPUT, r"fails on the example inputs even when run eagerly.*4x8 and 16x4",

@@ -126,3 +126,49 @@ def test_a_program_that_refuses_sizes_eager_runs_on_says_to_narrow_the_range():
     with pytest.raises(VerificationMismatch) as info:
         require_match([*results, *noisy], rtol=0, atol=1e-7)
     assert "beyond tolerance" in info.value.hint
+
+
+class ExportsAnotherWay(torch.nn.Module):
+    """Takes another path while exported, as libraries do under torch.compiler's queries."""
+
+    def __init__(self, query):
+        super().__init__()
+        self.query = query
+
+    def forward(self, x):
+        if self.query():
+            return x.relu()
+        return x.abs()
+
+
+@pytest.mark.parametrize(
+    "query, named",
+    [
+        (torch.compiler.is_exporting, "torch.compiler.is_exporting()"),
+        (torch.compiler.is_compiling, "torch.compiler.is_compiling()"),
+        (lambda: torch.compiler.is_compiling() and torch.compiler.is_exporting(),
+         "torch.compiler.is_compiling() and is_exporting()"),
+    ],
+    ids=["is_exporting", "is_compiling", "both"],
+)
+def test_a_mismatch_eager_shows_under_the_export_flag_names_the_model_and_the_flag(query, named):
+    model, x = ExportsAnotherWay(query), -torch.ones(3)
+    program = exporter.export(model, (x,))
+    results = compare_with_eager(model, program, [("example", (x,), {})])
+    assert not results[0].ok and (results[0].flag, results[0].model) == (named, "ExportsAnotherWay")
+    assert results[0].outputs[0].note == f"eager with {named} True gives this value"
+    assert results[0].to_json()["flag"] == named
+    with pytest.raises(VerificationMismatch, match=f"eager with {named.replace('(', '.').replace(')', '.')} True") as info:
+        require_match(results, rtol=1e-4, atol=1e-5)
+    assert info.value.hint.startswith(f"ExportsAnotherWay takes a different path under {named}")
+    assert (torch.compiler.is_compiling(), torch.compiler.is_exporting()) == (False, False)
+
+
+def test_a_mismatch_the_flags_do_not_explain_keeps_the_plain_hint():
+    model = Noisy()
+    program = exporter.export(model, (torch.zeros(4),))
+    results = compare_with_eager(model, program, [("example", (torch.zeros(4),), {})], atol=1e-7, rtol=0)
+    assert results[0].flag is None and results[0].outputs[0].note == ""
+    with pytest.raises(VerificationMismatch) as info:
+        require_match(results, rtol=0, atol=1e-7)
+    assert "beyond tolerance" in info.value.hint

@@ -11,6 +11,7 @@ import exporter
 from exporter.inputs.containers import (
     holds_tensors,
     is_known_container,
+    leaves_with_paths,
     register_container,
     register_containers_in,
 )
@@ -158,3 +159,36 @@ def test_a_registered_container_is_an_input_and_an_output_of_the_program():
     out = ep.module()(x, _cache())
     assert isinstance(out, Cache) and out.layers[1].keys.shape == (1, 2, 4, 4)
     assert cache.layers[0].keys.shape == (1, 2, 3, 4)  # the example input is not changed by the export
+
+
+class Output:
+    """An output class registered without key functions, as diffusers registers its own."""
+
+    def __init__(self, sample, extra):
+        self.sample, self.extra = sample, extra
+
+
+pytree.register_pytree_node(
+    Output, lambda o: ([o.sample, o.extra], None), lambda leaves, _: Output(*leaves)
+)
+
+
+def test_leaves_of_a_container_without_key_functions_are_numbered():
+    tree = {"out": Output(torch.ones(2), torch.zeros(1)), "n": 3}
+    with pytest.raises(ValueError, match="flatten_with_keys_fn"):
+        pytree.tree_flatten_with_path(tree)
+    with_paths, spec = leaves_with_paths(tree)
+    assert [pytree.keystr(path) for path, _ in with_paths] == ["[0]", "[1]", "[2]"]
+    assert spec == pytree.tree_flatten(tree)[1]
+    assert [pytree.keystr(path) for path, _ in leaves_with_paths({"a": [1, 2]})[0]] == ["['a'][0]", "['a'][1]"]
+
+
+def test_a_model_returning_a_container_without_key_functions_exports():
+    class Net(torch.nn.Module):
+        def forward(self, x):
+            return Output(x * 2, x + 1)
+
+    x = torch.randn(3)
+    out = exporter.export(Net(), (x,)).module()(x)
+    assert isinstance(out, Output)
+    torch.testing.assert_close((out.sample, out.extra), (x * 2, x + 1))

@@ -1,5 +1,5 @@
-"""Draft tracing: data-dependent guards decided by the example's values and operators without
-fake kernels, read back as assumptions with the user's line."""
+"""Draft tracing: data-dependent guards decided by the example's values, tensor values handed to
+NumPy and operators without fake kernels, read back as assumptions with the user's line."""
 
 import pytest
 import torch
@@ -9,7 +9,13 @@ from exporter._assumptions import AssumptionKind
 from exporter._pipeline import run_passes
 from exporter.inputs import bind_inputs
 from exporter.trace import trace
-from exporter.trace.draft import data_dependent_assumptions, mark_checked, missing_fake_kernel_assumptions
+from exporter.trace.draft import (
+    data_dependent_assumptions,
+    mark_checked,
+    missing_fake_kernel_assumptions,
+    values_check_message,
+    values_taken_assumptions,
+)
 
 HERE = __file__
 
@@ -36,6 +42,12 @@ class Repeat(torch.nn.Module):
 @torch.library.custom_op("exporter_test_draft::positive", mutates_args=())
 def positive(x: torch.Tensor) -> torch.Tensor:
     return x[x > 0].clone()
+
+
+class Counts(torch.nn.Module):
+    def forward(self, x, groups):
+        counts = groups.bincount().numpy()  # the counts
+        return x * int(counts.max())
 
 
 class Custom(torch.nn.Module):
@@ -90,3 +102,16 @@ def test_mark_checked_looks_for_an_assert_on_the_assumption_symbols():
 def test_missing_fake_kernel_finds_nothing_in_builtin_ops(model):
     args = (torch.ones(3),) if isinstance(model, Branch) else (torch.ones(3), torch.tensor(2))
     assert missing_fake_kernel_assumptions(_draft_state(model, *args)) == []
+
+
+def test_values_handed_to_numpy_are_read_back_with_their_line_and_check():
+    state = _draft_state(Counts(), torch.ones(2), torch.tensor([0, 1, 1]))
+    (taken,) = state.assumptions
+    assert taken.kind is AssumptionKind.TENSOR_VALUES and taken.assumed == "values == [1, 2] (int64[2])"
+    assert taken.location == _line("# the counts") and not taken.checked
+    assert values_taken_assumptions(state) == [taken] and data_dependent_assumptions(state) == []
+    (check,) = [n for n in state.gm.graph.nodes if n.target is torch.ops.aten._assert_async.msg]
+    assert check.args[1] == values_check_message(taken.location)
+    assert mark_checked([taken], state.gm)[0].checked is True
+    state.gm.graph.erase_node(check)
+    assert mark_checked([taken], state.gm)[0].checked is False

@@ -9,6 +9,7 @@ import exporter
 from exporter import Category, TraceError
 from exporter._torch_internals import DynamicOutputShapeException, GuardOnDataDependentSymNode
 from exporter.trace.explain import eager_failure, explain, user_location
+from exporter.trace.values import HashedSize, LeavesGraph
 
 HERE = os.path.abspath(__file__)
 
@@ -30,6 +31,8 @@ def _raised_here(error: Exception) -> Exception:
         (NotImplementedError("no fake impl registered for mylib::op"), Category.UNSUPPORTED_OPERATOR,
          "cannot run on fake tensors"),
         (ValueError("bad config"), Category.MODEL_ERROR, "raised ValueError while running on fake tensors"),
+        (HashedSize("u0 + 64"), Category.DATA_DEPENDENT_CONTROL_FLOW, "hashes a size computed from tensor values"),
+        (LeavesGraph((4,), torch.int64), Category.DATA_LEAVES_GRAPH, "out of the graph with .numpy()"),
     ],
 )
 def test_explain_names_the_category_line_and_next_step(error, category, words):

@@ -606,3 +606,16 @@ def test_overlapping_pauses_resume_the_collector_when_the_last_one_ends():
     worker.join(30)
     assert states == [("main out", False), ("other out", True)]
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize("compiling, exporting", [(False, True), (True, False), (True, True)])
+def test_compiler_flags_as_traced_set_the_queries_for_an_eager_run_and_put_them_back(compiling, exporting):
+    from exporter.trace.patches import compiler_flags_as_traced
+
+    before, query = compiler_flags(), torch.compiler.is_exporting
+    with compiler_flags_as_traced(compiling=compiling, exporting=exporting):
+        here = (torch.compiler.is_compiling(), torch.compiler.is_exporting())
+        elsewhere = _in_another_thread(torch.compiler.is_exporting)
+        locked_out = not _in_another_thread(lambda: EXPORT_LOCK.acquire(blocking=False) and not EXPORT_LOCK.release())
+    assert here == (compiling, exporting) and elsewhere == before[1] and locked_out
+    assert compiler_flags() == before and torch.compiler.is_exporting is query
