@@ -124,11 +124,16 @@ def lift_constants(state: ExportState) -> bool:
     ]
     state.input_specs[first_user:first_user] = new_specs
     for _, value, target in lifted:
-        # A Parameter held outside the module's parameters (in a plain dict, say) is a
-        # constant like any other tensor: the program holds it as a plain tensor (sharing
-        # its memory), else ep.module() would try to restore it as a parameter.
-        state.constants[target] = value.detach() if isinstance(value, torch.nn.Parameter) else value
+        state.constants[target] = _held(value)
     return True
+
+
+def _held(value: torch.Tensor) -> torch.Tensor:
+    """The tensor the program holds for a constant.  A Parameter held outside the module's
+    parameters (in a plain dict, say) is a constant like any other tensor: the program holds
+    it as a plain tensor (sharing its memory), else ep.module() would try to restore it as a
+    parameter; its placeholder's value does not require grad either, as torch.export's."""
+    return value.detach() if isinstance(value, torch.nn.Parameter) else value
 
 
 _LIFTS = (torch.ops.aten.lift_fresh.default, torch.ops.aten.lift_fresh_copy.default)
@@ -257,6 +262,6 @@ class _PlaceholderInserter:
             ctx = self.graph.inserting_before(next(iter(self.graph.nodes)))
         with ctx:
             node = self.graph.placeholder(name)
-        node.meta["val"] = self.fake_mode.from_tensor(value, static_shapes=True)
+        node.meta["val"] = self.fake_mode.from_tensor(_held(value), static_shapes=True)
         self.last = node
         return node

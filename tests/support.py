@@ -107,3 +107,99 @@ class OpsSeen(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.ops.append(str(func))
         return func(*args, **(kwargs or {}))
+
+
+# -- placeholder and output values against torch.export's ---------------------------------
+
+KNOWN_VALUE_DIFFERENCES = {
+    "requires_grad of an input forward writes to": (
+        "a buffer or user input that forward writes a value requiring grad into, in grad mode: "
+        "torch.export's placeholder `val` is the fake as forward left it, requires_grad=True (its "
+        "own `tensor_meta` says False); exporter's describes the input as the program receives "
+        "it, requires_grad=False. torch.export's is a leaf that requires grad, so the write "
+        "cannot be made on it in grad mode: the training IR's graph cannot run on its own "
+        "placeholder values, and a write-back of the update into the placeholder (ExecuTorch's) "
+        "fails. tests/exporter/trace/test_tracer.py shows both"
+    ),
+}
+"""Differences in placeholder and output values that exporter makes by design, with why."""
+
+
+def _symbolic_text(value: Any) -> str:
+    return str(value.node.expr) if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool) else str(value)
+
+
+def _value_fields(value: Any) -> dict[str, Any]:
+    if isinstance(value, torch.Tensor):
+        return {
+            "shape": [_symbolic_text(s) for s in value.shape],
+            "stride": [_symbolic_text(s) for s in value.stride()],
+            "dtype": value.dtype,
+            "device": str(value.device),
+            "requires_grad": value.requires_grad,
+        }
+    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+        return {"type": type(value).__name__, "value": _symbolic_text(value)}
+    return {"type": type(value).__name__, "value": repr(value)}
+
+
+def _written_in_place(graph: torch.fx.Graph) -> set[str]:
+    """Placeholders an in-place op of the graph writes to, directly or through views (the
+    training IR keeps writes in place, with no mutation outputs)."""
+    base = {n: n.name for n in graph.nodes if n.op == "placeholder"}
+    written = set()
+    for node in graph.nodes:
+        schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+        if schema is None:
+            continue
+        returned = {name for a in schema.returns if a.alias_info for name in a.alias_info.before_set}
+        for i, argument in enumerate(schema.arguments):
+            value = node.args[i] if i < len(node.args) else node.kwargs.get(argument.name)
+            if argument.alias_info is None or value not in base:
+                continue
+            if argument.alias_info.is_write:
+                written.add(base[value])
+            if set(argument.alias_info.before_set) & returned:
+                base[node] = base[value]
+    return written
+
+
+def value_rows(program) -> list[tuple[str, bool, dict[str, Any]]]:
+    """Every placeholder's and every output's ``val`` (shape, strides, dtype, device and
+    requires_grad of a tensor; type and value otherwise), in signature order, each as
+    ``(where, written, fields)``: ``written`` marks a buffer or user input forward writes to."""
+    signature = program.graph_signature
+    written = set(signature.buffers_to_mutate.values()) | set(signature.user_inputs_to_mutate.values())
+    placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    in_place = _written_in_place(program.graph)
+    rows = []
+    for i, spec in enumerate(signature.input_specs):
+        node = placeholders.get(getattr(spec.arg, "name", None))
+        value = node.meta.get("val") if node is not None else getattr(spec.arg, "value", None)
+        name = spec.target or spec.arg.name
+        is_written = spec.kind.name in ("BUFFER", "USER_INPUT") and (name in written or getattr(node, "name", None) in in_place)
+        rows.append((f"input {i} ({spec.kind.name} {spec.target or ''})".replace(" )", ")"), is_written, _value_fields(value)))
+    outputs = program.graph.output_node().args[0]
+    for i, (spec, value) in enumerate(zip(signature.output_specs, outputs)):
+        value = value.meta.get("val") if isinstance(value, torch.fx.Node) else value
+        rows.append((f"output {i} ({spec.kind.name} {spec.target or ''})".replace(" )", ")"), False, _value_fields(value)))
+    return rows
+
+
+def value_differences(ours, oracle) -> tuple[list[str], list[str]]:
+    """How ``ours``'s placeholder and output values differ from ``oracle``'s: ``(problems,
+    known)``, ``known`` naming the ``KNOWN_VALUE_DIFFERENCES`` entry each expected one is."""
+    mine, theirs = value_rows(ours), value_rows(oracle)
+    if len(mine) != len(theirs):
+        return [f"{len(mine)} inputs and outputs, the oracle has {len(theirs)}"], []
+    problems, known = [], []
+    for (where, written, a), (_, _, b) in zip(mine, theirs):
+        fields = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+        if not fields:
+            continue
+        text = f"{where}: " + ", ".join(f"{k} {a.get(k)} (oracle {b.get(k)})" for k in fields)
+        if written and fields == ["requires_grad"] and b["requires_grad"] and not a["requires_grad"]:
+            known.append(f"{text}: requires_grad of an input forward writes to")
+        else:
+            problems.append(text)
+    return problems, known

@@ -59,12 +59,16 @@ def _root_relative_module_stacks(gm: torch.fx.GraphModule) -> None:
                 }
 
 
-def _keep_requires_grad(placeholder: torch.fx.Node, fake: torch.Tensor) -> None:
-    """The training IR is autograd-visible: a placeholder's value requires grad when the
-    input it stands for does (a parameter, a user input), as in torch.export's."""
+def _requires_grad_as_received(placeholder: torch.fx.Node, value: torch.Tensor) -> None:
+    """A placeholder's value requires grad when the input it stands for does as the program
+    receives it (a parameter unless frozen, a user input passed so; its ``tensor_meta``
+    says the same), in either IR.  The trace leaves the fake as forward left it, so a
+    buffer that forward writes a value requiring grad into would claim to require grad
+    coming in; the placeholder gets a fake of its own instead of that one, which the
+    nodes that wrote to it keep."""
     val = placeholder.meta.get("val")
-    if isinstance(val, torch.Tensor) and val.is_leaf and val.requires_grad != fake.requires_grad:
-        val.requires_grad_(fake.requires_grad)
+    if isinstance(val, torch.Tensor) and (val.requires_grad != value.requires_grad or not val.is_leaf):
+        placeholder.meta["val"] = val.detach().requires_grad_(value.requires_grad)
 
 
 def _one_update_per_node(gm: torch.fx.GraphModule, updates: int) -> list[Any]:
@@ -290,11 +294,12 @@ def trace(
         _root_relative_module_stacks(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     _write_back_buffers(gm, placeholders, recorded.buffer_writes)
-    for node, value in zip(placeholders, traced.fakes.inputs):
+    received = [*state_inputs.values, *bound.flat]
+    for node, value, given in zip(placeholders, traced.fakes.inputs, received):
         if not isinstance(value, torch.Tensor):
             node.meta["val"] = value
-        elif training:
-            _keep_requires_grad(node, value)
+        else:
+            _requires_grad_as_received(node, given)
     for node in gm.graph.nodes:
         # Ops that return nothing (asserts) get an explicit None, so every call has a `val`.
         if node.op == "call_function":

@@ -24,6 +24,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import ConstantArgument, InputKind
 
 from passes import layout_pin_nodes
+from tests.support import value_differences
 
 from .cases import Case
 
@@ -34,6 +35,7 @@ __all__ = [
     "clone_inputs",
     "check_matches_eager",
     "check_signature_matches_oracle",
+    "check_values_match_oracle",
     "check_ops_match_oracle",
     "unlowered_op_difference",
     "op_counter",
@@ -171,6 +173,13 @@ def assert_same_signature(name: str, ours: tuple[list, list], ref: tuple[list, l
         if mine != theirs
     ]
     assert not problems, f"{name}: " + "\n".join(problems)
+
+
+def check_values_match_oracle(case: Case, export_fn: ExportFn) -> None:
+    """Every placeholder's and output's ``val`` has the oracle's shape, strides, dtype, device
+    and requires_grad, but where ``KNOWN_VALUE_DIFFERENCES`` says exporter differs by design."""
+    problems, _ = value_differences(_export(case, export_fn), oracle_program(case))
+    assert not problems, f"{case.name}: placeholder or output values differ from the oracle's:\n" + "\n".join(problems)
 
 
 def _graph_modules(ep: ExportedProgram) -> list[torch.fx.GraphModule]:
@@ -404,6 +413,7 @@ def check_vals_match_real_run(case: Case, export_fn: ExportFn) -> None:
 CHECKS = {
     "matches_eager": check_matches_eager,
     "signature_matches_oracle": check_signature_matches_oracle,
+    "values_match_oracle": check_values_match_oracle,
     "ops_match_oracle": check_ops_match_oracle,
     "module_stack_matches_oracle": check_module_stack_matches_oracle,
     "model_unchanged": check_model_unchanged,

@@ -61,6 +61,11 @@ def test_signature_matches_oracle(case):
 
 
 @cases
+def test_values_match_oracle(case):
+    run_check("values_match_oracle", case)
+
+
+@cases
 def test_core_aten_ops_match_oracle(case):
     run_check("ops_match_oracle", case)
 
@@ -182,6 +187,11 @@ def _oracle_with_extra_op(model, args, kwargs):
     return harness.oracle_export(model, args, kwargs)
 
 
+def _oracle_with_frozen_parameters(model, args, kwargs):
+    model = copy.deepcopy(model).requires_grad_(False)
+    return harness.oracle_export(model, args, kwargs)
+
+
 def _oracle_with_extra_buffer(model, args, kwargs):
     model = copy.deepcopy(model)
     model.register_buffer("extra", torch.zeros(1))
@@ -198,9 +208,10 @@ def _oracle_with_extra_buffer(model, args, kwargs):
         ("module_stack_matches_oracle", _oracle_lowered, "mlp"),
         ("ops_match_oracle", _oracle_with_extra_op, "mlp"),
         ("signature_matches_oracle", _oracle_with_extra_buffer, "nested_pytree_io"),
+        ("values_match_oracle", _oracle_with_frozen_parameters, "mlp"),
     ],
     ids=["eval-left-on", "attribute-left-on", "wrong-weights", "train-mode-lost", "lowered-ops",
-         "extra-op", "extra-buffer-signature"],
+         "extra-op", "extra-buffer-signature", "frozen-parameter-values"],
 )
 def test_harness_detects_broken_exporter(check, bad_export_fn, case_name):
     with pytest.raises(AssertionError):

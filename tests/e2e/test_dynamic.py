@@ -27,6 +27,8 @@ from torch.export.graph_signature import InputKind
 
 import exporter
 
+from tests.support import value_differences
+
 from . import harness
 from .dynamic_cases import DYNAMIC_CASES, DYNAMIC_CASES_BY_NAME, VAR_KWARGS_CASE, DynamicCase
 
@@ -238,6 +240,13 @@ def check_placeholder_shapes_match_oracle(case: DynamicCase, fn: DynamicExportFn
     assert ours == ref, f"{case.name}: user-input placeholder shapes differ:\n{harness._diff(ours, ref)}"
 
 
+def check_values_match_oracle(case: DynamicCase, fn: DynamicExportFn) -> None:
+    """Every placeholder's and output's ``val`` has the oracle's symbolic shape and strides,
+    dtype, device and requires_grad, but for ``KNOWN_VALUE_DIFFERENCES``."""
+    problems, _ = value_differences(_exported(case, fn), oracle_program(case))
+    assert not problems, f"{case.name}: placeholder or output values differ from the oracle's:\n" + "\n".join(problems)
+
+
 CHECKS = {
     "matches_eager": check_matches_eager,
     "rejects_out_of_range": check_rejects_out_of_range,
@@ -245,6 +254,7 @@ CHECKS = {
     "signature_matches_oracle": check_signature_matches_oracle,
     "ops_match_oracle": check_ops_match_oracle,
     "placeholder_shapes_match_oracle": check_placeholder_shapes_match_oracle,
+    "values_match_oracle": check_values_match_oracle,
 }
 
 
@@ -295,6 +305,11 @@ def test_unlowered_ops_match_oracle(case):
 @cases
 def test_placeholder_shapes_match_oracle(case):
     run_check("placeholder_shapes_match_oracle", case)
+
+
+@cases
+def test_values_match_oracle(case):
+    run_check("values_match_oracle", case)
 
 
 def test_registry_is_consistent():
@@ -416,11 +431,12 @@ def _oracle_with_seq_specialized(model, args, kwargs, dynamic_shapes):
         ("range_constraints_match_oracle", _oracle_static, "shared_batch_two_inputs"),
         ("range_constraints_match_oracle", _oracle_unbounded, "shared_batch_two_inputs"),
         ("placeholder_shapes_match_oracle", _oracle_with_seq_specialized, "causal_sdpa_dynamic_seq"),
+        ("values_match_oracle", _oracle_with_seq_specialized, "causal_sdpa_dynamic_seq"),
         ("signature_matches_oracle", _oracle_with_extra_buffer, "nested_dict_list_inputs"),
         ("ops_match_oracle", _oracle_with_extra_op, "derived_dims"),
     ],
     ids=["static-program", "wrong-weights", "no-upper-bound", "no-ranges", "wrong-ranges", "specialized-seq",
-         "extra-buffer", "extra-op"],
+         "specialized-seq-values", "extra-buffer", "extra-op"],
 )
 def test_checks_detect_broken_exporter(check, bad_export_fn, case_name):
     with pytest.raises(AssertionError):

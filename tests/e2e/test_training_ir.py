@@ -20,6 +20,7 @@ import torch.nn as nn
 from torch.export import ExportedProgram
 
 import exporter
+from tests.support import value_differences
 
 from . import harness
 from .cases import CASES, Case
@@ -63,6 +64,8 @@ def _assert_matches_training_oracle(name: str, ours: ExportedProgram, ref: Expor
     )
     diff = harness.counter_difference(harness.op_counter(ours), harness.op_counter(ref))
     assert not diff, f"{name}: op counts differ from torch.export's training IR:\n{harness.format_counts(diff)}"
+    problems, _ = value_differences(ours, ref)
+    assert not problems, f"{name}: placeholder or output values differ from torch.export's training IR:\n" + "\n".join(problems)
     if stacks:
         diff = harness.counter_difference(harness._module_stack_counter(ours), harness._module_stack_counter(ref))
         assert not diff, f"{name}: (op, module paths) counts differ:\n{harness.format_counts(diff)}"
@@ -120,6 +123,8 @@ def test_dynamic_matches_the_training_oracle_and_eager(case: DynamicCase):
     # Size arithmetic may be spelled differently (see test_dynamic._tensor_ops).
     diff = harness.counter_difference(_tensor_ops(harness.op_counter(ours)), _tensor_ops(harness.op_counter(ref)))
     assert not diff, f"{case.name}: op counts differ:\n{harness.format_counts(diff)}"
+    problems, _ = value_differences(ours, ref)
+    assert not problems, f"{case.name}: placeholder or output values differ:\n" + "\n".join(problems)
     if "matches_eager" not in case.skip:
         check_dynamic_matches_eager(case, lambda *_: ours)  # at every in-range size the case lists
 

@@ -999,11 +999,13 @@ case("test_pad_sequence[single_batch_first]", lambda: (torch.randn(3, 2),),
 case("test_pad_sequence[multi]", lambda: (torch.randn(5, 2), torch.randn(4, 2), torch.randn(3, 2)),
      dynamic_shapes=_three_lengths,
      more_inputs=lambda: [(torch.randn(7, 2), torch.randn(6, 2), torch.randn(2, 2)),
-                          (torch.randn(6, 2), torch.randn(3, 2), torch.randn(4, 2))])(PadThree)
+                          (torch.randn(6, 2), torch.randn(3, 2), torch.randn(4, 2)),
+                          (torch.randn(3, 2), torch.randn(6, 2), torch.randn(4, 2))])(PadThree)
 case("test_pad_sequence[multi_batch_first]", lambda: (torch.randn(5, 2), torch.randn(4, 2), torch.randn(3, 2)),
      dynamic_shapes=_three_lengths,
      more_inputs=lambda: [(torch.randn(7, 2), torch.randn(6, 2), torch.randn(2, 2)),
-                          (torch.randn(9, 2), torch.randn(5, 2), torch.randn(2, 2))])(PadThreeBatchFirst)
+                          (torch.randn(9, 2), torch.randn(5, 2), torch.randn(2, 2)),
+                          (torch.randn(2, 2), torch.randn(5, 2), torch.randn(9, 2))])(PadThreeBatchFirst)
 
 
 @case("test_operator_aten_tensor_mode_variant", lambda: (torch.randn(4, 3),), more_inputs=lambda: [(torch.randn(4, 3),)])

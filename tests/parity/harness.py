@@ -6,8 +6,9 @@ inputs the program must handle (other sizes for dynamic dims).  ``evaluate`` exp
 with both tools and says how they compare:
 
 * torch.export (non-strict, ``run_decompositions({})``) succeeds: exporter must succeed,
-  its program must match eager on every input, and its signature and range_constraints
-  must equal the oracle's;
+  its program must match eager on every input, and its signature, range_constraints and
+  every placeholder's and output's ``val`` (shape, strides, dtype, device, requires_grad)
+  must equal the oracle's, but for ``KNOWN_VALUE_DIFFERENCES`` (tests/support.py);
 * torch.export fails: exporter must fail with an ``ExportError`` or give a program that
   matches eager.
 
@@ -31,7 +32,7 @@ from torch.export.graph_signature import ConstantArgument
 
 import exporter
 from exporter._ir import graph_symbols
-from tests.support import tree_difference
+from tests.support import tree_difference, value_differences
 
 __all__ = ["CASES", "ParityCase", "Result", "case", "evaluate", "oracle_summary", "summary"]
 
@@ -266,6 +267,7 @@ def evaluate(parity_case: ParityCase, ir: str = "inference") -> Result:
             problems.append(f"signature differs: ours {signature_rows(ours.program)}, oracle {signature_rows(oracle.program)}")
         if range_rows(ours.program) != range_rows(oracle.program):
             problems.append(f"range_constraints differ: ours {range_rows(ours.program)}, oracle {range_rows(oracle.program)}")
+        problems += [f"placeholder or output value differs: {p}" for p in value_differences(ours.program, oracle.program)[0]]
     return Result(parity_case.name, oracle, ours, problems)
 
 

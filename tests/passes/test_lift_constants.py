@@ -145,6 +145,9 @@ def test_a_parameter_held_outside_the_module_is_a_plain_constant():
     assert type(constant) is torch.Tensor and constant.data_ptr() == model.stash["w"].data_ptr()
     x = torch.randn(1, 2)
     torch.testing.assert_close(ep.module()(x), model(x))
+    # its placeholder's value is the plain tensor the program holds, as in torch.export's
+    placeholder = next(n for n in ep.graph.nodes if n.name == "c_lifted_tensor_0")
+    assert not placeholder.meta["val"].requires_grad and not constant.requires_grad
 
 
 def test_a_fake_tensor_left_in_the_graph_is_refused():

@@ -8,6 +8,7 @@ from torch.export.graph_signature import OutputKind
 
 import exporter
 from exporter import TraceError
+from tests.support import value_differences
 
 HERE = __file__
 
@@ -345,3 +346,87 @@ def test_a_write_to_one_tensor_under_two_names_updates_both(ir):
         torch.testing.assert_close(module(x), model(x))
     torch.testing.assert_close(module.a, model.a)
     assert module.a.data_ptr() == module.b.data_ptr()
+
+
+class _Averaged(torch.nn.Module):
+    """A buffer that forward writes a value requiring grad into (a running average of a
+    weight), one it writes a constant into, and a frozen parameter."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.frozen = torch.nn.Parameter(torch.ones(4), requires_grad=False)
+        self.register_buffer("ema", torch.zeros(4))
+        self.register_buffer("steps", torch.zeros(()))
+
+    def forward(self, x, y):
+        self.ema.mul_(0.9).add_(self.lin.weight.sum(0) * 0.1)
+        self.steps.add_(1)
+        return self.lin(x) + self.ema * self.frozen + y
+
+
+def _averaged_programs(ir: str, grad: bool):
+    args = (torch.randn(3, 4), torch.randn(4, requires_grad=True))
+    with torch.set_grad_enabled(grad):
+        ours = exporter.export(_Averaged(), args, ir=ir)
+        oracle = torch.export.export(_Averaged(), args, strict=False)
+        return ours, oracle.run_decompositions({}) if ir == "inference" else oracle
+
+
+def _placeholder_requires_grad(ep, key: str = "val") -> dict[str, bool]:
+    return {n.name: n.meta[key].requires_grad for n in ep.graph.nodes if n.op == "placeholder"}
+
+
+@pytest.mark.parametrize("grad", [True, False], ids=["grad", "no_grad"])
+@pytest.mark.parametrize("ir", ["inference", "training"])
+def test_a_placeholder_requires_grad_as_its_input_does_when_passed(ir, grad):
+    ours, oracle = _averaged_programs(ir, grad)
+    received = {
+        "p_lin_weight": True, "p_lin_bias": True, "p_frozen": False, "b_ema": False, "b_steps": False, "x": False, "y": True,
+    }
+    assert _placeholder_requires_grad(ours) == received
+    assert _placeholder_requires_grad(ours, "tensor_meta") == _placeholder_requires_grad(oracle, "tensor_meta") == received
+    # torch.export's values agree, but for the buffer forward writes a value requiring grad
+    # into in grad mode: its value is the fake as forward left it
+    assert _placeholder_requires_grad(oracle) == {**received, "b_ema": grad}
+    problems, known = value_differences(ours, oracle)
+    assert problems == []
+    assert known == (["input 3 (BUFFER ema): requires_grad False (oracle True): requires_grad of an input forward writes to"] if grad else [])
+
+
+def _placeholder_values(ep) -> list:
+    return [n.meta["val"] for n in ep.graph.nodes if n.op == "placeholder"]
+
+
+_LEAF_WRITTEN = "a leaf Variable that requires grad is being used in an in-place operation"
+
+
+def test_the_training_ir_runs_on_its_own_placeholder_values_where_torch_exports_cannot():
+    """Why exporter differs (``KNOWN_VALUE_DIFFERENCES``): torch.export's ``ema`` placeholder
+    is a leaf that requires grad, so its graph's ``mul_`` on it fails in grad mode."""
+    ours, oracle = _averaged_programs("training", grad=True)
+    with torch.enable_grad():
+        values = _placeholder_values(ours)
+        with values[0].fake_mode:
+            torch.fx.Interpreter(ours.graph_module).run(*values)
+        values = _placeholder_values(oracle)
+        with values[0].fake_mode, pytest.raises(RuntimeError, match=_LEAF_WRITTEN):
+            torch.fx.Interpreter(oracle.graph_module).run(*values)
+
+
+def test_a_buffer_update_can_be_written_back_into_its_placeholder_where_torch_exports_cannot():
+    """Why exporter differs in the default IR: a write-back of ``ema``'s update into its
+    placeholder value (as ExecuTorch makes it) fails in grad mode on torch.export's."""
+
+    def write_back(ep) -> None:
+        placeholder = next(n for n in ep.graph.nodes if n.op == "placeholder" and n.name == "b_ema")
+        index = next(i for i, s in enumerate(ep.graph_signature.output_specs) if s.target == "ema")
+        update = ep.graph.output_node().args[0][index].meta["val"]
+        with update.fake_mode:
+            placeholder.meta["val"].copy_(update)
+
+    ours, oracle = _averaged_programs("inference", grad=True)
+    with torch.enable_grad():
+        write_back(ours)
+        with pytest.raises(RuntimeError, match=_LEAF_WRITTEN):
+            write_back(oracle)
