@@ -123,12 +123,12 @@ def stamp(argv: list[str] | None = None) -> dict[str, Any]:
     """How a measurement was made: command, commit, library versions, date (UTC) and machine.
 
     ``argv`` is the command line as ``sys.argv`` has it (the script first); default
-    ``sys.argv``.  transformers' version is given when the process imported it."""
+    ``sys.argv``.  transformers' and diffusers' versions are given when the process imported them."""
     import torch
 
     import exporter
 
-    transformers = sys.modules.get("transformers")
+    transformers, diffusers = sys.modules.get("transformers"), sys.modules.get("diffusers")
     return {
         "command": command(argv),
         "commit": git_commit(),
@@ -136,6 +136,7 @@ def stamp(argv: list[str] | None = None) -> dict[str, Any]:
         "torch_release": torch_release(torch.__version__),
         "exporter": getattr(exporter, "__version__", None),
         "transformers": getattr(transformers, "__version__", None),
+        "diffusers": getattr(diffusers, "__version__", None),
         "python": platform.python_version(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {"cpu_count": os.cpu_count(), "cpu_model": cpu_model(), "platform": platform.platform()},
@@ -153,8 +154,9 @@ def machine_line(machine: dict[str, Any]) -> str:
 def stamp_block(info: dict[str, Any]) -> str:
     """The "how it was made" list at the top of a results page."""
     versions = [f"exporter {info.get('exporter')}"]
-    if info.get("transformers"):
-        versions.append(f"transformers {info['transformers']}")
+    for library in ("transformers", "diffusers"):
+        if info.get(library):
+            versions.append(f"{library} {info[library]}")
     versions.append(f"Python {info.get('python')}")
     return "\n".join([
         f"- command: `{info.get('command')}`",

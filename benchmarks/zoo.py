@@ -9,14 +9,15 @@ Run from the repository root:
     python benchmarks/zoo.py --classes first --exporter-kwargs '{"ir": "training"}'
     python benchmarks/zoo.py --classes first --dynamic --jobs 2  # batch and sequence Dim.AUTO
     python benchmarks/zoo.py --fast --no-results            # only print
+    python benchmarks/zoo.py --family diffusers             # diffusers' UNets, VAEs and transformers
 
 Each run writes its summary and table, and every row as JSON (model type as ``family``,
 verdict as ``outcome``), through ``results.write``: ``docs/results/zoo-torch-2.15.md`` and
 ``.json`` for the torch release that ran, named ``zoo-dynamic-...`` with ``--dynamic``,
 ``zoo-training-...`` with ``"ir": "training"``, ``zoo-fast-...`` with ``--fast`` and
 ``zoo-subset-...`` with ``--only``, ``--exclude``, one ``--tool`` or other exporter
-arguments (``--results-dir`` to put them elsewhere, ``--no-results`` to
-only print).
+arguments, and ``zoo-diffusers-...`` with ``--family diffusers`` (``--results-dir`` to put
+them elsewhere, ``--no-results`` to only print).
 
 For every model type in transformers' ``CONFIG_MAPPING`` (or ``--only``), the zoo builds
 a tiny randomly initialised model (``zoo_models.py``: shrunken default config, no
@@ -24,8 +25,10 @@ downloads) for its most servable head and its base model, runs it eagerly once, 
 exports it with ``exporter.export`` and with the oracle
 ``torch.export.export(..., strict=False).run_decompositions({})`` (the same program
 exporter returns), runs each program and compares every output tensor with the eager
-one (rtol 1e-4, atol 1e-4). A tool's outcome is ``ok`` only when its program runs and
-matches eager; otherwise ``fails`` (the export raised), ``run fails``, ``mismatch``,
+one (rtol 1e-4, atol 1e-4). ``--family diffusers`` runs diffusers' model classes instead
+(``zoo_diffusers.py``: the tiny configs and inputs of diffusers' own model tests), one
+configuration per model type, static shapes only. A tool's outcome is ``ok`` only when
+its program runs and matches eager; otherwise ``fails`` (the export raised), ``run fails``, ``mismatch``,
 ``timeout`` or ``crash``.  Where both are ok, their graph signatures are compared entry by
 entry (kind, name, target, persistence): ``signatures differ`` counts the models where
 they do not.  With ``"ir": "training"`` in ``--exporter-kwargs`` the oracle is
@@ -54,6 +57,7 @@ from __future__ import annotations
 import argparse
 import collections
 import gc
+import importlib
 import json
 import math
 import multiprocessing
@@ -64,6 +68,7 @@ import time
 import warnings
 from multiprocessing.connection import wait
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable, Iterable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -86,6 +91,12 @@ TOOLS = ("exporter", "torch")
 TOOL_TITLES = {"exporter": "exporter", "torch": "torch.export"}
 # Encoder, decoder, seq2seq, vision (ViT and a convnet), audio (CTC and speech seq2seq).
 FAST = ("bert", "gpt2", "llama", "t5", "vit", "resnet", "wav2vec2", "whisper")
+# The libraries the zoo takes models from: the module beside this file that builds them
+# (``model_types``, ``cases``, ``build``) and the model types ``--fast`` runs.
+FAMILIES = {
+    "transformers": ("zoo_models", FAST),
+    "diffusers": ("zoo_diffusers", ("unet_2d_condition", "autoencoder_kl", "sd3", "flux", "cogvideox", "wan")),
+}
 VERDICTS = ("both ok", "only exporter ok", "only torch.export ok", "both fail", "not built")
 
 
@@ -103,6 +114,8 @@ class Settings:
     """Extra keyword arguments for ``exporter.export`` (``draft=True`` and the like)."""
     dynamic: bool = False
     """Batch and sequence dimensions ``Dim.AUTO`` for both tools (``dynamic_inputs``)."""
+    family: str = "transformers"
+    """The library the models come from, a key of ``FAMILIES``."""
     log_dir: Path | None = None
     """Where each model's stdout/stderr go; None discards them."""
     warm_up: bool = True
@@ -285,11 +298,15 @@ def signature_rows(program: torch.export.ExportedProgram) -> list[list[Any]]:
 
 
 def dynamic_dims(program: torch.export.ExportedProgram) -> list[tuple[str, int, torch.SymInt]]:
-    """(user input, dim, size) for every dimension of a user input the program kept symbolic."""
+    """(user input, dim, size) for every dimension of a user input the program kept symbolic.
+
+    A non-tensor input (``num_frames=3``, ``None``) is in the signature's user inputs as its
+    value, with no placeholder: it has no dimensions."""
     placeholders = {node.name: node for node in program.graph.nodes if node.op == "placeholder"}
     found = []
     for name in program.graph_signature.user_inputs:
-        value = placeholders[name].meta.get("val")
+        node = placeholders.get(name) if isinstance(name, str) else None
+        value = node.meta.get("val") if node is not None else None
         if isinstance(value, torch.Tensor):
             found += [(name, dim, size) for dim, size in enumerate(value.shape) if isinstance(size, torch.SymInt)]
     return found
@@ -384,8 +401,13 @@ def run_tool(tool: str, built: zoo_models.Built, exporter_kwargs: dict[str, Any]
 
 
 def _describe_input(value: Any) -> str:
+    """A tensor as its dtype and shape (``float32[2, 8]``), containers entry by entry."""
     if isinstance(value, torch.Tensor):
         return f"{str(value.dtype).removeprefix('torch.')}{list(value.shape)}"
+    if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+        return "[" + ", ".join(map(_describe_input, value)) + "]"
+    if isinstance(value, dict) and any(isinstance(v, torch.Tensor) for v in value.values()):
+        return "{" + ", ".join(f"{k!r}: {_describe_input(v)}" for k, v in value.items()) + "}"
     return repr(value)
 
 
@@ -399,22 +421,22 @@ def _child(model_type: str, tasks: list[tuple[str, str]], settings: Settings, co
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
     warnings.filterwarnings("ignore")
-    transformers.logging.set_verbosity_error()
+    _quiet_libraries()
     models: dict[str, zoo_models.Built | None] = {}
     for class_name, tool in tasks:
         if class_name not in models:
-            models[class_name] = _build(model_type, class_name, conn)
+            models[class_name] = _build(model_type, class_name, conn, settings.family)
         if models[class_name] is not None:
             result = run_tool(tool, models[class_name], settings.exporter_kwargs, settings.dynamic)
             conn.send(("result", class_name, tool, attrs.asdict(result)))
     conn.send(("done",))
 
 
-def _build(model_type: str, class_name: str, conn: Any) -> zoo_models.Built | None:
+def _build(model_type: str, class_name: str, conn: Any, family: str = "transformers") -> zoo_models.Built | None:
     """Build one class and run it eagerly; report either its inputs or why it was not built."""
     start = time.perf_counter()
     try:
-        built = zoo_models.build(model_type, class_name)
+        built = builders(family).build(model_type, class_name)
     except zoo_models.NotBuilt as e:
         conn.send(("not built", class_name, str(e)))
         return None
@@ -441,13 +463,26 @@ def warm_up(tools: Iterable[str]) -> None:
         EXPORTERS[tool](built.model, built.kwargs, {})[0].module()(**built.kwargs)
 
 
-def plan(model_types: Iterable[str], classes: str) -> list[Row]:
+def builders(family: str) -> ModuleType:
+    """The module that builds ``family``'s tiny models (imported on first use: the
+    diffusers family needs diffusers, the default zoo does not)."""
+    return importlib.import_module(FAMILIES[family][0])
+
+
+def _quiet_libraries() -> None:
+    """Silence the model libraries' own logging, diffusers' too when it is in use."""
+    transformers.logging.set_verbosity_error()
+    if "diffusers" in sys.modules:
+        sys.modules["diffusers"].logging.set_verbosity_error()
+
+
+def plan(model_types: Iterable[str], classes: str, family: str = "transformers") -> list[Row]:
     """One row per model class to export; a type without any class gets a not-built row."""
     rows = []
     for model_type in model_types:
-        names = zoo_models.cases(model_type)[: 1 if classes == "first" else 2]
+        names = builders(family).cases(model_type)[: 1 if classes == "first" else 2]
         if not names:
-            rows.append(Row(model_type, None, reason="no model class: transformers registers none for this type"))
+            rows.append(Row(model_type, None, reason=f"no model class: {family} registers none for this type"))
         rows += [Row(model_type, name) for name in names]
     return rows
 
@@ -533,7 +568,8 @@ def run_zoo(rows: list[Row], settings: Settings, on_row: Callable[[Row], None] =
     ``on_row`` is called as each row is finished.
     """
     warnings.filterwarnings("ignore")
-    transformers.logging.set_verbosity_error()
+    builders(settings.family)  # imported once, before the children fork
+    _quiet_libraries()
     torch.set_num_threads(1)
     if settings.log_dir is not None:
         settings.log_dir.mkdir(parents=True, exist_ok=True)
@@ -664,7 +700,7 @@ def _md(text: str) -> str:
 
 def markdown(rows: list[Row], settings: Settings, summary: dict[str, Any]) -> str:
     """A markdown summary and per-model table, for the results page."""
-    out = [f"**{summary['rows']} models across {summary['model_types']} transformers model types**", ""]
+    out = [f"**{summary['rows']} models across {summary['model_types']} {settings.family} model types**", ""]
     out += ["| outcome | models |", "|---|---:|"]
     out += [f"| {verdict} | {count} |" for verdict, count in summary["counts"].items()]
     if summary["ratio_geomean"]:
@@ -681,7 +717,8 @@ def markdown(rows: list[Row], settings: Settings, summary: dict[str, Any]) -> st
 
 
 def environment() -> dict[str, str]:
-    return {
+    """Versions and machine; diffusers' version once the diffusers family has imported it."""
+    versions = {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
@@ -689,6 +726,9 @@ def environment() -> dict[str, str]:
         "machine": platform.machine(),
         "cpus": str(os.cpu_count()),
     }
+    if "diffusers" in sys.modules:
+        versions["diffusers"] = sys.modules["diffusers"].__version__
+    return versions
 
 
 # ------------------------------------------------------------------------------- CLI
@@ -702,7 +742,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", type=_csv, help="comma-separated model types (default: all)")
     parser.add_argument("--exclude", type=_csv, default=[], help="comma-separated model types to skip")
-    parser.add_argument("--fast", action="store_true", help=f"only {', '.join(FAST)}, the head only")
+    parser.add_argument("--family", choices=tuple(FAMILIES), default="transformers",
+                        help="the library the models come from (default transformers; diffusers needs the bench extra)")
+    parser.add_argument("--fast", action="store_true",
+                        help=f"transformers: only {', '.join(FAST)}, the head only; diffusers: "
+                             f"{', '.join(FAMILIES['diffusers'][1])}")
     parser.add_argument("--classes", choices=("head+base", "first"), default="head+base",
                         help="head+base: the most servable head and the base model; first: the head only")
     parser.add_argument("--tool", choices=("exporter", "torch", "both"), default="both")
@@ -720,37 +764,49 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not isinstance(args.exporter_kwargs, dict):
         parser.error("--exporter-kwargs must be a JSON object")
+    if args.family != "transformers" and args.dynamic:
+        parser.error("--dynamic marks batch and sequence dimensions: it is for the transformers family only")
     check_model_types(parser, args)
     return args
 
 
 def check_model_types(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Stop with a usage error when ``--only`` names a model type the zoo does not have."""
-    unknown = set(args.only or []) - set(zoo_models.model_types())
+    """Stop with a usage error when ``--only`` names a model type the zoo does not have
+    (or the family's library is not installed)."""
+    family = getattr(args, "family", "transformers")
+    try:
+        known = builders(family).model_types()
+    except ImportError as e:
+        parser.error(f"--family {family} needs {e.name or 'its library'}: pip install -e '.[bench]'")
+    unknown = set(args.only or []) - set(known)
     if unknown:
         parser.error(f"unknown model types: {', '.join(sorted(unknown))}")
 
 
 def selected_types(args: argparse.Namespace) -> list[str]:
     """The model types ``--fast``/``--only``/``--exclude`` ask for, in order."""
-    types = list(FAST) if args.fast else args.only or zoo_models.model_types()
+    family = getattr(args, "family", "transformers")
+    types = list(FAMILIES[family][1]) if args.fast else args.only or builders(family).model_types()
     return [t for t in types if t not in set(args.exclude)]
 
 
 def results_name(args: argparse.Namespace) -> str:
-    """The results file's name for a run: ``zoo-torch-2.15``, with ``-fast``, ``-subset``,
-    ``-dynamic`` and ``-training`` as the options ask."""
+    """The results file's name for a run: ``zoo-torch-2.15``, with ``-diffusers``, ``-fast``,
+    ``-subset``, ``-dynamic`` and ``-training`` as the options ask."""
     kwargs = dict(args.exporter_kwargs)
     training = kwargs.pop("ir", None) == "training"
     subset = bool(args.only or args.exclude or kwargs or args.tool != "both")
-    flags = (("fast", args.fast), ("subset", subset), ("dynamic", args.dynamic), ("training", training))
+    family = getattr(args, "family", "transformers")
+    flags = ((family, family != "transformers"), ("fast", args.fast), ("subset", subset), ("dynamic", args.dynamic),
+             ("training", training))
     return "-".join(["zoo", *(flag for flag, on in flags if on), results.release_suffix()])
 
 
 def results_title(args: argparse.Namespace) -> str:
     """The results page's title: the zoo, its variant and the torch release."""
     parts = results_name(args).split("-")
-    variant = [word for word, on in (("fast set", "fast" in parts), ("subset", "subset" in parts),
+    variant = [word for word, on in (("diffusers", "diffusers" in parts), ("fast set", "fast" in parts),
+                                     ("subset", "subset" in parts),
                                      ("dynamic shapes", "dynamic" in parts), ("training IR", "training" in parts)) if on]
     return f"Model zoo{' (' + ', '.join(variant) + ')' if variant else ''}, torch {results.torch_release()}"
 
@@ -766,9 +822,10 @@ def main(argv: list[str] | None = None) -> int:
         classes="first" if args.fast else args.classes,
         exporter_kwargs=args.exporter_kwargs,
         dynamic=args.dynamic,
+        family=args.family,
         log_dir=args.logs,
     )
-    rows = plan(types, settings.classes)
+    rows = plan(types, settings.classes, settings.family)
     finished = 0
 
     def report(row: Row) -> None:

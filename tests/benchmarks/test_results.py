@@ -56,8 +56,9 @@ def test_the_stamp_says_how_a_measurement_was_made(results):
     assert abs(datetime.datetime.now(datetime.timezone.utc) - when) < datetime.timedelta(minutes=5)
     machine = info["machine"]
     assert machine["cpu_count"] == os.cpu_count() and machine["cpu_model"] and machine["platform"]
-    transformers = sys.modules.get("transformers")
-    assert info["transformers"] == (transformers.__version__ if transformers else None)
+    for library in ("transformers", "diffusers"):
+        module = sys.modules.get(library)
+        assert info[library] == (module.__version__ if module else None)
 
 
 def test_a_release_names_its_results(results):

@@ -1,7 +1,8 @@
-"""The transformers model zoo (benchmarks/zoo.py): exporter exports whatever torch.export does.
+"""The model zoo (benchmarks/zoo.py): exporter exports whatever torch.export does.
 
 The default run exports five tiny models (encoder, decoder, seq2seq, vision, audio) with
-both tools, each in its own subprocess, and checks both programs against eager. The full
+both tools, each in its own subprocess, and checks both programs against eager; with
+diffusers installed, three of its models (a UNet, a VAE, a transformer) too. The full
 zoo, every model type transformers registers (about an hour on 2 cores), runs with
 ``python -m pytest -m zoo tests/e2e/test_zoo.py``.
 """
@@ -24,6 +25,7 @@ pytest.importorskip("transformers")
 
 ZOO = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "zoo.py"
 FAST_TYPES = ("bert", "llama", "t5", "vit", "wav2vec2")
+DIFFUSERS_TYPES = ("unet_2d_condition", "autoencoder_kl", "flux")
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +39,7 @@ def zoo():
 
 def run(zoo, types, **settings):
     settings = zoo.Settings(**settings)
-    return zoo.run_zoo(zoo.plan(types, settings.classes), settings)
+    return zoo.run_zoo(zoo.plan(types, settings.classes, settings.family), settings)
 
 
 def describe(zoo, rows):
@@ -136,3 +138,50 @@ def test_dynamic_runs_give_both_tools_auto_dims_and_check_grown_inputs(zoo):
     grown = zoo.grown_inputs(built.kwargs, program)
     assert grown["input_ids"].shape == (3, 11) and grown["attention_mask"].shape == (3, 11)
     assert torch.equal(grown["input_ids"][:2, :8], built.kwargs["input_ids"])
+
+
+def test_a_non_tensor_input_is_in_the_signature_with_no_dimensions(zoo):
+    """diffusers' forwards take ints, flags and None beside tensors (``num_frames=3``):
+    the signature holds them as values, with no placeholder to read dimensions from."""
+
+    class Frames(torch.nn.Module):
+        def forward(self, sample, num_frames, flag=None):
+            return sample.reshape(num_frames, -1, *sample.shape[1:]).mean(0)
+
+    built = zoo.zoo_models.Built(Frames(), {"sample": torch.randn(6, 4), "num_frames": 3, "flag": None})
+    built = zoo.zoo_models.Built(built.model, built.kwargs, built.model(**built.kwargs))
+    mine, theirs = zoo.run_tool("exporter", built, {}), zoo.run_tool("torch", built, {})
+    assert mine.ok and theirs.ok, (mine.describe(), theirs.describe())
+    assert mine.signature == theirs.signature
+    assert [row[1] for row in mine.signature if row[0] == "USER_INPUT"] == ["sample", "num_frames", "flag"]
+    assert zoo.dynamic_dims(torch.export.export(built.model, (), built.kwargs)) == []
+    assert zoo._describe_input([torch.ones(2, dtype=torch.bool), 3]) == "[bool[2], 3]"
+
+
+def test_the_diffusers_family_names_its_results_and_takes_static_shapes_only(zoo):
+    pytest.importorskip("diffusers")
+    release = zoo.results.release_suffix()
+    args = zoo.parse_args(["--family", "diffusers"])
+    assert zoo.results_name(args) == f"zoo-diffusers-{release}"
+    assert zoo.results_title(args).startswith("Model zoo (diffusers)")
+    assert zoo.selected_types(args)[:2] == ["unet_2d_condition", "unet_2d"]
+    assert zoo.results_name(zoo.parse_args(["--family", "diffusers", "--fast"])) == f"zoo-diffusers-fast-{release}"
+    with pytest.raises(SystemExit):
+        zoo.parse_args(["--family", "diffusers", "--dynamic"])
+    with pytest.raises(SystemExit):
+        zoo.parse_args(["--family", "diffusers", "--only", "bert"])
+
+
+@pytest.mark.slow
+def test_diffusers_models_export_with_both_tools_and_match_eager(zoo):
+    pytest.importorskip("diffusers")
+    rows = run(zoo, DIFFUSERS_TYPES, family="diffusers", timeout=120)
+    assert [(row.model_type, row.class_name) for row in rows] == [
+        ("unet_2d_condition", "UNet2DConditionModel"), ("autoencoder_kl", "AutoencoderKL"),
+        ("flux", "FluxTransformer2DModel"),
+    ]
+    for row in rows:
+        assert row.built, f"{row.model_type}: {row.reason}"
+    assert all(row.verdict == "both ok" for row in rows), describe(zoo, rows)
+    assert [row.model_type for row in rows if row.signature_difference] == [], describe(zoo, rows)
+    assert "diffusers model types" in zoo.markdown(rows, zoo.Settings(family="diffusers"), zoo.summarize(rows))
