@@ -224,11 +224,23 @@ def _first_line(error: BaseException) -> str:
     return lines[0][:300] if lines else type(error).__name__
 
 
+def in_package(location: str | None) -> str | None:
+    """A source location under an import root (site-packages) from the package on:
+    ``diffusers/models/unets/unet_2d.py:310``, the same on every machine."""
+    if location:
+        roots = sorted((path for path in sys.path if path and os.path.isabs(path)), key=len, reverse=True)
+        for root in roots:
+            prefix = os.path.join(root, "")
+            if location.startswith(prefix):
+                return location[len(prefix):]
+    return location
+
+
 def _failure(outcome: str, error: BaseException, seconds: float | None) -> ToolResult:
     result = ToolResult(outcome, seconds, error_type=type(error).__name__, error=_first_line(error))
     if isinstance(error, exporter.ExportError):
         info = exporter.ErrorInfo.from_exception(error).to_json()
-        result.category, result.location, result.hint = info["category"], info["location"], info["hint"]
+        result.category, result.location, result.hint = info["category"], in_package(info["location"]), info["hint"]
         result.error = info["message"].strip().splitlines()[0][:300] if info["message"].strip() else result.error
     return result
 

@@ -158,6 +158,13 @@ def test_a_non_tensor_input_is_in_the_signature_with_no_dimensions(zoo):
     assert zoo._describe_input([torch.ones(2, dtype=torch.bool), 3]) == "[bool[2], 3]"
 
 
+def test_an_error_location_in_a_library_is_given_from_the_package_on(zoo):
+    """Results files are the same on every machine: no venv path in them."""
+    site = os.path.dirname(os.path.dirname(torch.__file__))
+    assert zoo.in_package(os.path.join(site, "torch", "nn", "modules", "linear.py") + ":125") == "torch/nn/modules/linear.py:125"
+    assert zoo.in_package("<string>:3") == "<string>:3" and zoo.in_package(None) is None
+
+
 def test_the_diffusers_family_names_its_results_and_takes_static_shapes_only(zoo):
     pytest.importorskip("diffusers")
     release = zoo.results.release_suffix()
