@@ -161,7 +161,8 @@ def test_a_non_tensor_input_is_in_the_signature_with_no_dimensions(zoo):
 def test_an_error_location_in_a_library_is_given_from_the_package_on(zoo):
     """Results files are the same on every machine: no venv path in them."""
     site = os.path.dirname(os.path.dirname(torch.__file__))
-    assert zoo.in_package(os.path.join(site, "torch", "nn", "modules", "linear.py") + ":125") == "torch/nn/modules/linear.py:125"
+    location = os.path.join(site, "torch", "nn", "modules", "linear.py") + ":125"
+    assert zoo.in_package(location) == "torch/nn/modules/linear.py:125"
     assert zoo.in_package("<string>:3") == "<string>:3" and zoo.in_package(None) is None
 
 
