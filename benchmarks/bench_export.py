@@ -23,8 +23,10 @@ One table per mode:
 
 * ``static``: BERT, GPT-2, LLaMA, T5 (encoder and decoder at ``layers`` each) and ViT at 2
   and 8 layers, LLaMA also at 32; tiny configs (hidden 64), random weights, no downloads.
-* ``dynamic``: BERT, GPT-2, LLaMA with batch and sequence length dynamic; the program is
-  also checked against eager at a second batch and length; ``x static`` is exporter's time
+* ``dynamic``: BERT, GPT-2, LLaMA with batch and sequence length dynamic, and ``frames``, a
+  plain-torch video model whose layers fold frames into the batch and out again, at 2 and 4
+  layers, with its batch ``Dim.AUTO``; the program is
+  also checked against eager at a second batch (and length); ``x static`` is exporter's time
   over its own static export of the same model.  The dynamic floor (``dyn floor s``) is
   one forward pass on fake tensors whose batch and sequence sizes are symbolic, in a fresh
   ShapeEnv (``symbolic_fake_forward``): what torch's symbolic-size arithmetic costs before
@@ -89,7 +91,10 @@ import results  # noqa: E402
 VOCAB, HIDDEN, HEADS, SEQ, BATCH = 1000, 64, 4, 32, 2
 IMAGE, PATCH = 32, 4
 MODELS = ("bert", "gpt2", "llama", "t5", "vit")
-DYNAMIC_MODELS = ("bert", "gpt2", "llama")
+DYNAMIC_MODELS = ("bert", "gpt2", "llama", "frames")
+DYNAMIC_LAYERS = {"frames": (2, 4)}
+"""Depths other than 2 and 8: torch.export's time on ``frames`` grows exponentially with depth."""
+FRAMES, FRAME_CHANNELS, FRAME_SIZE = 3, 8, 16
 MODES = ("static", "dynamic", "training", "training-dynamic", "meta", "cold", "repeated")
 MEMORY_MODEL, MEMORY_EXPORTS = ("gpt2", 2), 200
 
@@ -100,9 +105,33 @@ warnings.filterwarnings(
 )
 
 
+class FrameLayer(torch.nn.Module):
+    """One layer of a video model run on frames folded into the batch: a residual convolution
+    of every frame, ``(videos * frames, channels, h, w)``, then the frames unfolded,
+    ``(videos, channels, frames, h, w)``, convolved across time and folded back, as video
+    VAEs and UNets do."""
+
+    def __init__(self, channels: int, frames: int):
+        super().__init__()
+        self.frames = frames
+        self.norm = torch.nn.GroupNorm(2, channels)
+        self.spatial = torch.nn.Conv2d(channels, channels, 3, padding=1)
+        self.temporal = torch.nn.Conv3d(channels, channels, (3, 1, 1), padding=(1, 0, 0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.spatial(torch.nn.functional.silu(self.norm(x)))
+        batch_frames, channels, height, width = x.shape
+        videos = x[None].reshape(batch_frames // self.frames, self.frames, channels, height, width)
+        mixed = self.temporal(videos.permute(0, 2, 1, 3, 4))
+        return mixed.permute(0, 2, 1, 3, 4).reshape(batch_frames, channels, height, width)
+
+
 def build_model(name: str, layers: int) -> torch.nn.Module:
-    """Build a tiny randomly initialised transformers model in eval mode."""
+    """Build a tiny randomly initialised transformers model (or ``frames``, ``layers``
+    ``FrameLayer``s) in eval mode."""
     torch.manual_seed(0)
+    if name == "frames":
+        return torch.nn.Sequential(*(FrameLayer(FRAME_CHANNELS, FRAMES) for _ in range(layers))).eval()
     if name == "bert":
         config = transformers.BertConfig(
             vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=layers,
@@ -142,6 +171,8 @@ def build_model(name: str, layers: int) -> torch.nn.Module:
 def make_inputs(name: str = "bert") -> dict[str, torch.Tensor]:
     """Example inputs: token ids and an attention mask with some right padding (pixels for ViT)."""
     gen = torch.Generator().manual_seed(0)
+    if name == "frames":
+        return {"input": torch.randn(2 * FRAMES, FRAME_CHANNELS, FRAME_SIZE, FRAME_SIZE, generator=gen)}
     if name == "vit":
         return {"pixel_values": torch.randn(BATCH, 3, IMAGE, IMAGE, generator=gen)}
     input_ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=gen)
@@ -166,10 +197,22 @@ def build_meta_llama() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
     return model, {"input_ids": torch.empty(1, 128, dtype=torch.long, device="meta")}
 
 
-def dynamic_shapes(inputs: dict[str, torch.Tensor] | None = None) -> dict[str, dict[int, Any]]:
-    """Batch and sequence length dynamic in every input (positions limit seq to 128)."""
+def dynamic_shapes(inputs: dict[str, torch.Tensor] | None = None, model: str = "bert") -> dict[str, dict[int, Any]]:
+    """Batch and sequence length dynamic in every input (positions limit seq to 128); for
+    ``frames``, the batch of videos times frames, ``Dim.AUTO`` (a named Dim would be refused:
+    the batch must be a multiple of the frames)."""
+    if model == "frames":
+        return {"input": {0: torch.export.Dim.AUTO}}
     batch, seq = torch.export.Dim("batch", max=64), torch.export.Dim("seq", max=128)
     return {name: {0: batch, 1: seq} for name in (inputs or ("input_ids", "attention_mask"))}
+
+
+def other_sizes(name: str, kwargs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The inputs at another batch and sequence length (another number of videos for ``frames``),
+    to check a dynamic program on."""
+    if name == "frames":
+        return {k: v.repeat(2, 1, 1, 1) for k, v in kwargs.items()}
+    return {k: v.repeat(2, 3)[:, :SEQ + 13] for k, v in kwargs.items()}
 
 
 def run_oracle(
@@ -208,10 +251,11 @@ def fake_forward(model: torch.nn.Module, kwargs: dict[str, Any]) -> Callable[[],
     return forward
 
 
-def symbolic_fake_forward(model: torch.nn.Module, kwargs: dict[str, Any]) -> Callable[[], float]:
+def symbolic_fake_forward(model: torch.nn.Module, kwargs: dict[str, Any], dims: int = 2) -> Callable[[], float]:
     """The dynamic floor: a call that makes a fresh ShapeEnv and fake mode, fake parameters
-    and buffers, and inputs whose batch and sequence sizes are symbolic (all untimed), then
-    runs ``model`` once on them and returns the seconds that forward took.
+    and buffers, and inputs whose batch and sequence sizes (their first ``dims`` sizes) are
+    symbolic (all untimed), then runs ``model`` once on them and returns the seconds that
+    forward took.
 
     A fresh ShapeEnv per call, as each export has one; the fake-tensor cache off, as in
     exporter's dynamic exports (with a fresh ShapeEnv it costs more than it saves)."""
@@ -224,7 +268,7 @@ def symbolic_fake_forward(model: torch.nn.Module, kwargs: dict[str, Any]) -> Cal
     }
 
     def symbolic(t: torch.Tensor) -> StatelessSymbolicContext:
-        sizes = [DimDynamic.DYNAMIC if i < 2 else DimDynamic.STATIC for i in range(t.dim())]
+        sizes = [DimDynamic.DYNAMIC if i < dims else DimDynamic.STATIC for i in range(t.dim())]
         return StatelessSymbolicContext(dynamic_sizes=sizes)
 
     def forward() -> float:
@@ -286,8 +330,8 @@ def bench_one(name: str, layers: int, repeats: int, dynamic: bool = False, *, me
               built: tuple[torch.nn.Module, dict[str, Any]] | None = None, ir: str = "inference") -> dict[str, Any]:
     """Check and time one model; return its row (status, samples, medians, ratio, floor, peaks or error).
 
-    With ``dynamic`` both export with batch and sequence length dynamic, the program is also
-    checked against eager at a second batch and sequence length, and exporter's static
+    With ``dynamic`` both export with batch and sequence length dynamic (``dynamic_shapes``),
+    the program is also checked against eager at ``other_sizes``, and exporter's static
     export of the model is timed too.  ``built``: the model and inputs (default
     ``build_model(name, layers)`` and its inputs).  ``ir="training"``: both export the
     training IR (torch.export.export without run_decompositions).
@@ -295,16 +339,16 @@ def bench_one(name: str, layers: int, repeats: int, dynamic: bool = False, *, me
     row: dict[str, Any] = {"model": name, "layers": layers, "dynamic": dynamic, "ir": ir}
     try:
         model, kwargs = built or (build_model(name, layers), make_inputs(name))
-        spec = dynamic_shapes(kwargs) if dynamic else None
+        spec = dynamic_shapes(kwargs, name) if dynamic else None
         run_oracle(model, kwargs, spec, ir)
         program = run_exporter(model, kwargs, spec, ir)
         check_outputs(model, program, kwargs)
         if dynamic:
-            check_outputs(model, program, {k: v.repeat(2, 3)[:, :SEQ + 13] for k, v in kwargs.items()})
+            check_outputs(model, program, other_sizes(name, kwargs))
             run_exporter(model, kwargs, None, ir)
         floor = fake_forward(model, kwargs)
         floor()
-        symbolic_floor = symbolic_fake_forward(model, kwargs) if dynamic else None
+        symbolic_floor = symbolic_fake_forward(model, kwargs, 1 if name == "frames" else 2) if dynamic else None
         if symbolic_floor is not None:
             symbolic_floor()
         oracle, mine, floors, static, symbolic_floors, first = [], [], [], [], [], []
@@ -624,7 +668,8 @@ def main(argv: list[str] | None = None) -> None:
             elif opts.quick:
                 pairs = [(m, 2) for m in (["llama"] if dynamic else models)]
             else:
-                pairs = [(m, n) for m in models for n in (2, 8)] + ([("llama", 32)] if not dynamic and "llama" in models else [])
+                pairs = [(m, n) for m in models for n in (DYNAMIC_LAYERS.get(m, (2, 8)) if dynamic else (2, 8))]
+                pairs += [("llama", 32)] if not dynamic and "llama" in models else []
             rows = [bench_one(m, n, repeats, dynamic, memory=memory, ir=ir) for m, n in pairs]
             columns = _DYNAMIC_COLUMNS if dynamic else None
             print()

@@ -57,6 +57,7 @@ from .fast import FastPaths
 from .python_ops import builtin_max, builtin_min, power, tensor_factory, tensor_getitem
 from .stacks import user_stack_trace
 from .values import size_hash, tensor_numpy
+from .view_sizes import sized_as_asked
 
 __all__ = [
     "EXPORT_LOCK",
@@ -136,6 +137,7 @@ def tracing_patches(
             stack.enter_context(_composites_kept_whole())
             stack.enter_context(_conversions_checked())
             stack.enter_context(_hop_parameters_as_tensors())
+        stack.enter_context(_views_sized_as_asked())
         stack.enter_context(_node_recording(on_node))
         stack.enter_context(_fx_traces_elsewhere_wait())
         stack.enter_context(use_lazy_graph_module(True))
@@ -354,6 +356,22 @@ def _composites_kept_whole() -> Iterator[None]:
             clear_dispatch_cache(op)
         for op in added_rules:
             fake_rules.pop(op, None)
+
+
+_VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
+"""The view ops whose fake kernel gives the sizes asked for (``view_sizes``)."""
+
+
+@contextlib.contextmanager
+def _views_sized_as_asked() -> Iterator[None]:
+    fake_rules = fake_impls.op_implementations_dict
+    saved = {op: fake_rules[op] for op in _VIEWS}
+    try:
+        for op, rule in saved.items():
+            fake_rules[op] = sized_as_asked(rule, tracing_here)
+        yield
+    finally:
+        fake_rules.update(saved)
 
 
 def _to_unchecked(self, *args, **kwargs):

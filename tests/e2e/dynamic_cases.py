@@ -600,6 +600,40 @@ class SizeFactories(nn.Module):
         return x * pos + ones, x @ tri, x.repeat(2, 1)[b:], b * t
 
 
+@register(
+    "frames_folded_into_batch_auto",
+    inputs=lambda s, g: ((_randn(g, s["videos"] * 3, 4, 4, 4),), {}),
+    # Dim.AUTO: the batch must be a multiple of the 3 frames, which a named Dim would refuse.
+    spec=lambda: {"x": {0: Dim.AUTO}},
+    example={"videos": 2},
+    in_range=[{"videos": 3}, {"videos": 4}, {"videos": 9}],
+    out_of_range={"videos": 1},  # one video: the trace took the batch for more than 3 frames
+    rejection=_mentions("x"),
+    skip={
+        "values_match_oracle": "the output's batch: exporter's is s, the size the model asked its "
+        "last view for; torch.export's fake view kernel writes the same value as nested floor "
+        "divisions of s, one more per layer (tests/exporter/trace/test_view_sizes.py)",
+    },
+)
+class FramesFoldedIntoBatch(nn.Module):
+    """Video layers on frames folded into the batch, (videos * 3, c, h, w), that unfold them to
+    convolve across time, (videos, c, 3, h, w), and fold them back: each layer views the batch
+    as two sizes and back again."""
+
+    def __init__(self):
+        super().__init__()
+        self.spatial = nn.ModuleList(nn.Conv2d(4, 4, 3, padding=1) for _ in range(2))
+        self.temporal = nn.ModuleList(nn.Conv3d(4, 4, (3, 1, 1), padding=(1, 0, 0)) for _ in range(2))
+
+    def forward(self, x):
+        for spatial, temporal in zip(self.spatial, self.temporal):
+            x = x + spatial(x)
+            frames_batch, c, h, w = x.shape
+            videos = x[None].reshape(frames_batch // 3, 3, c, h, w).permute(0, 2, 1, 3, 4)
+            x = temporal(videos).permute(0, 2, 1, 3, 4).reshape(frames_batch, c, h, w)
+        return x
+
+
 # -- transformers (tiny configs, random weights, nothing downloaded) ---------------------------
 
 

@@ -38,7 +38,14 @@ DynamicExportFn = Callable[[nn.Module, tuple, dict, Any], ExportedProgram]
 
 # Cases whose un-lowered op multiset may differ from oracle.run_decompositions({}):
 # {case name: reason, with the observed difference}.  A listed case that matches fails.
-KNOWN_OP_DIFFERENCES: dict[str, str] = {}
+KNOWN_OP_DIFFERENCES: dict[str, str] = {
+    "frames_folded_into_batch_auto": (
+        "size arithmetic only (floordiv: ours 1, oracle 3; mul: ours 0, oracle 1): torch.export's "
+        "fake view kernel gives the folded batch as an expression of the one before "
+        "((s//3)*(s//(s//3))), which the next layer divides again; exporter's view has the size "
+        "the model asked for, so every layer reuses the batch's one s//3"
+    ),
+}
 
 # E2E_EXPORT_FN=oracle runs the checks with the oracle as the exporter, to validate them.
 ORACLE_MODE = os.environ.get("E2E_EXPORT_FN") == "oracle"

@@ -123,8 +123,9 @@ def test_dynamic_matches_the_training_oracle_and_eager(case: DynamicCase):
     # Size arithmetic may be spelled differently (see test_dynamic._tensor_ops).
     diff = harness.counter_difference(_tensor_ops(harness.op_counter(ours)), _tensor_ops(harness.op_counter(ref)))
     assert not diff, f"{case.name}: op counts differ:\n{harness.format_counts(diff)}"
-    problems, _ = value_differences(ours, ref)
-    assert not problems, f"{case.name}: placeholder or output values differ:\n" + "\n".join(problems)
+    if "values_match_oracle" not in case.skip:
+        problems, _ = value_differences(ours, ref)
+        assert not problems, f"{case.name}: placeholder or output values differ:\n" + "\n".join(problems)
     if "matches_eager" not in case.skip:
         check_dynamic_matches_eager(case, lambda *_: ours)  # at every in-range size the case lists
 

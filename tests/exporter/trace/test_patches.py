@@ -176,6 +176,15 @@ def _symbolic_fake_probe():
     return seen.ops, [str(guard.expr) for guard in shape_env.guards], str(out.shape)
 
 
+def _symbolic_view_probe():
+    # A symbolic batch split in two: torch's fake kernel makes the 3 asked for as an expression.
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    dynamic = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC])
+    x = mode.from_tensor(torch.randn(6, 4), source=constant_source("x"), symbolic_context=dynamic)
+    with mode:
+        return str(x[None].view(x.shape[0] // 3, 3, 4).shape)
+
+
 def _functional_to_probe():
     t = torch.randn(2)
     with OpsSeen() as seen, FunctionalTensorMode(export=True), torch._C._DisablePythonDispatcher():
@@ -200,6 +209,7 @@ def _draft_offset_check_probe():
         _linear_ops_probe,
         _conversion_ops_probe,
         _symbolic_fake_probe,
+        _symbolic_view_probe,
         _functional_to_probe,
         _draft_offset_check_probe,
     ],
