@@ -20,7 +20,8 @@ def test_the_json_has_every_documented_key():
     assert data["timings"] == {"total": 1.234568} and data["dynamic"] == ["x.0=b"]
     assert data["verification"]["runs"] == [
         {"inputs": "example", "passed": True, "error": None, "eager_error": None,
-         "outputs": [{"path": "output", "max_abs": 0.0, "max_rel": 0.0, "ok": True, "note": ""}]}
+         "outputs": [{"path": "output", "max_abs": 0.0, "max_rel": 0.0, "ok": True, "note": ""}],
+         "seconds": None, "flag": None}
     ]
     assert data["error"] is None and data["submodules"] is None and "program" not in data
 
