@@ -24,6 +24,7 @@ def bench():
     return module
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 def test_a_row_times_both_tools_on_a_checked_program(bench, dynamic):
     row = bench.bench_one("gpt2", 1, repeats=2, dynamic=dynamic)
@@ -34,6 +35,7 @@ def test_a_row_times_both_tools_on_a_checked_program(bench, dynamic):
         assert len(row["dyn_floor_s"]) == 2 and row["x_dyn_floor"] > 0
 
 
+@pytest.mark.slow
 def test_a_training_dynamic_row_is_timed_against_its_own_static_training_export(bench, monkeypatch):
     irs = []
     original = bench.run_exporter

@@ -193,6 +193,7 @@ def test_the_limits_come_from_pyproject(run, tmp_path):
     assert os.path.exists(tmp_path / "child.pid")
 
 
+@pytest.mark.slow
 def test_a_cancelled_check_leaves_no_worker_running(run, tmp_path):
     """CI cancels a job with SIGTERM: the workers and what they started go with the run."""
     check = subprocess.Popen([sys.executable, "-m", "exporter", "check", "bad.py:Hang", "--timeout", "0"], cwd=tmp_path,

@@ -129,6 +129,7 @@ def test_check_writes_one_page_linking_every_model(reports):
     assert 'id="model-1"' in page and 'id="model-2"' in page and 'id="model-1-graph"' in page
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_browser_draws_the_graph_without_console_errors(reports, tmp_path):
     ok, failed = reports

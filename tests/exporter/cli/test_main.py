@@ -222,6 +222,7 @@ def test_draft_exports_past_the_branch_and_lists_the_assumption(workdir):
         program.module()(-torch.ones(3))  # the other branch: the assumption is checked
 
 
+@pytest.mark.slow
 def test_draft_on_a_model_that_needs_nothing_says_so(workdir):
     result = run("models.py:Net", "--draft", "-q", cwd=workdir)
     assert result.returncode == 0 and "draft assumption" not in out(result)
@@ -328,6 +329,7 @@ def test_json_report_schema(workdir):
     assert report["versions"]["torch"] == torch.__version__ and "exporter" in report["versions"]
 
 
+@pytest.mark.slow
 def test_json_names_the_model_library_version(workdir):
     (workdir / "hf.py").write_text(textwrap.dedent(
         """
@@ -459,6 +461,7 @@ def test_live_status_on_a_terminal_only(workdir):
 TRANSFORMER = os.path.join(EXAMPLES, "tiny_transformer.py:TinyTransformer")
 
 
+@pytest.mark.slow
 def test_dynamic_flags_export_one_program_for_many_sizes(workdir):
     flags = ["--dynamic", "input_ids.0=batch:2..64", "--dynamic", "input_ids.1=seq:..127",
              "--dynamic", "attention_mask.0=batch", "--dynamic", "attention_mask.1=seq"]
@@ -499,6 +502,7 @@ def test_dynamic_export_at_80_columns_in_the_users_names_and_verified_across_the
     assert labels[3:5] == ["min batch=2 seq=0", "max batch=64 seq=127"] and len(labels) == 7
 
 
+@pytest.mark.slow
 def test_signature_full_lists_every_tensor(workdir):
     result = run(os.path.join(EXAMPLES, "mlp.py:MLP"), "--signature", "full", "-o", "m.pt2", cwd=workdir)
     assert result.returncode == 0, out(result)
@@ -533,6 +537,7 @@ DECODE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_kv_cache_decode_step_by_its_pytree_paths_at_80_columns(workdir):
     (workdir / "decode.py").write_text(DECODE)
     flags = ["--dynamic=cache.layers.0.keys.2=past:..60"]
@@ -550,6 +555,7 @@ def test_a_kv_cache_decode_step_by_its_pytree_paths_at_80_columns(workdir):
         assert expected in text, expected
 
 
+@pytest.mark.slow
 def test_html_report_of_an_export_and_of_a_check(workdir):
     result = run("models.py:Net", "--verify", "--html", "net.html", "-o", "n.pt2", cwd=workdir)
     assert result.returncode == 0, out(result)
@@ -596,6 +602,7 @@ def test_bad_dynamic_flags_exit_2(workdir, flag, message):
 # -- artifacts: core ATen, AOTInductor, ONNX ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_decompose_core_saves_core_aten_and_the_report_says_so(workdir):
     result = run("models.py:Net", "--decompose", "core", "--verify", "--json", "r.json", cwd=workdir)
     assert result.returncode == 0, out(result)
@@ -611,6 +618,7 @@ def test_decompose_core_saves_core_aten_and_the_report_says_so(workdir):
     assert plain.returncode == 0 and json.loads((workdir / "plain.json").read_text())["ir"] == "aten"
 
 
+@pytest.mark.slow
 def test_onnx_is_converted_run_in_onnxruntime_and_reported(workdir):
     pytest.importorskip("onnxscript")
     pytest.importorskip("onnxruntime")
@@ -661,6 +669,7 @@ def test_aoti_package_beside_the_program_runs_like_the_model(workdir):
 # -- check from [tool.exporter] ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_check_without_models_reads_the_nearest_pyproject_upward(workdir):
     (workdir / "pyproject.toml").write_text(textwrap.dedent(
         """
@@ -686,6 +695,7 @@ def test_check_without_models_reads_the_nearest_pyproject_upward(workdir):
     assert missing.returncode == 2 and "no MODEL given, and no pyproject.toml with a [tool.exporter] table" in flat(missing)
 
 
+@pytest.mark.slow
 def test_executorch_flags_given_wrongly_are_usage_errors(workdir):
     backend_alone = run("models.py:Net", "--backend", "portable", cwd=workdir)
     assert backend_alone.returncode == 2

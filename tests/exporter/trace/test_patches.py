@@ -258,6 +258,7 @@ def test_exports_in_two_threads_take_turns():
     assert finished == [True]
 
 
+@pytest.mark.slow
 def test_exporting_leaves_no_trace_in_later_torch_exports():
     """Running exporter first must not change what torch.export itself produces afterwards."""
     script = textwrap.dedent(
