@@ -169,3 +169,18 @@ def test_attention_over_a_data_dependent_length_is_pinned_without_an_example_siz
     for length in (6, 3, 12):
         with torch.set_grad_enabled(grad):
             torch.testing.assert_close(ep.module()(x, torch.tensor(length)), model(x, torch.tensor(length)))
+
+
+def test_a_data_dependent_size_without_bounds_gets_a_stand_in_inside_its_range():
+    """A lowering's layout is computed on example sizes; a data-dependent size unbounded on
+    either side (the ShapeEnv's integer infinity calls itself finite) still gets one."""
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    from passes.pin_variable_layouts import _hint
+
+    shape_env = ShapeEnv()
+    unbounded = shape_env.create_unbacked_symint()
+    assert _hint(unbounded) == 8
+    at_least_ten = shape_env.create_unbacked_symint()
+    torch._check(at_least_ten >= 10)
+    assert _hint(at_least_ten) == 10 and _hint(at_least_ten * 2) == 20
