@@ -1,9 +1,11 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 import exporter
 from exporter.passes import pin_variable_layouts
+from passes.pin_variable_layouts import _hint
 from tests.support import call_targets, traced_state
 
 
@@ -174,10 +176,6 @@ def test_attention_over_a_data_dependent_length_is_pinned_without_an_example_siz
 def test_a_data_dependent_size_without_bounds_gets_a_stand_in_inside_its_range():
     """A lowering's layout is computed on example sizes; a data-dependent size unbounded on
     either side (the ShapeEnv's integer infinity calls itself finite) still gets one."""
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
-    from passes.pin_variable_layouts import _hint
-
     shape_env = ShapeEnv()
     unbounded = shape_env.create_unbacked_symint()
     assert _hint(unbounded) == 8
