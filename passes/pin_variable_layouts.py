@@ -12,7 +12,7 @@ from torch.export.graph_signature import InputKind
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from exporter._state import ExportState
-from exporter._torch_internals import FakeTensorMode, OpOverload, has_composite_kernel, int_oo
+from exporter._torch_internals import FakeTensorMode, OpOverload, has_composite_kernel, is_number_bound
 
 __all__ = ["layout_pin_nodes", "pin_variable_layouts", "possible_layouts"]
 
@@ -144,12 +144,6 @@ def possible_layouts(node: torch.fx.Node, parameters: set[torch.fx.Node]) -> lis
 _UNBACKED_STAND_IN = 8
 
 
-def _bounded(bound: Any) -> bool:
-    """A range's end is a number: not sympy's infinity, nor the ShapeEnv's integer infinity
-    (which calls itself finite and cannot be made an int)."""
-    return bool(bound.is_finite) and bound not in (int_oo, -int_oo)
-
-
 def _hint(size: Any) -> int:
     """An example value of ``size``; a data-dependent one gets its real value when the trace
     propagated real tensors (draft mode), else a stand-in inside its range."""
@@ -164,8 +158,8 @@ def _hint(size: Any) -> int:
         bounds = shape_env.var_to_range.get(symbol)
         value = _UNBACKED_STAND_IN
         if bounds is not None:
-            value = max(value, int(bounds.lower)) if _bounded(bounds.lower) else value
-            value = min(value, int(bounds.upper)) if _bounded(bounds.upper) else value
+            value = max(value, int(bounds.lower)) if is_number_bound(bounds.lower) else value
+            value = min(value, int(bounds.upper)) if is_number_bound(bounds.upper) else value
         values[symbol] = value
     return int(expr.xreplace(values))
 

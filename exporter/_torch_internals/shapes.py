@@ -42,6 +42,7 @@ __all__ = [
     "GuardSource",
     "insert_deferred_runtime_asserts",
     "int_oo",
+    "is_number_bound",
     "raw_expr",
     "RelaxedUnspecConstraint",
     "ShapeEnv",
@@ -139,3 +140,9 @@ def solver_may_specialize(solver: Any) -> bool:
     fixes exporter never reads.  Without any of those three, ``solve`` is skipped.
     """
     return bool(solver._symbols_with_equalities or solver._inconsistencies or any(solver._congruences.values()))
+
+
+def is_number_bound(bound: Any) -> bool:
+    """A value range's end is a number: not sympy's infinity, nor the ShapeEnv's integer
+    infinity (which says it is finite and cannot be made an int)."""
+    return bool(getattr(bound, "is_number", False) and bound.is_finite) and bound not in (int_oo, -int_oo)

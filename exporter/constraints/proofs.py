@@ -17,7 +17,7 @@ from typing import Any
 
 import sympy
 
-from .._torch_internals import SizeMax, SizeMin, int_oo
+from .._torch_internals import SizeMax, SizeMin, is_number_bound
 
 __all__ = ["holds_on_ranges"]
 
@@ -29,7 +29,7 @@ def _shifted(expr: sympy.Basic, ranges: Mapping[sympy.Symbol, Any], *, from_lowe
         if vr is None:
             return None
         bound = vr.lower if from_lower else vr.upper
-        if bound in (int_oo, -int_oo) or not getattr(bound, "is_number", False) or not bound.is_finite:
+        if not is_number_bound(bound):
             return None
         offset = sympy.Symbol(f"_{symbol}_offset", integer=True, nonnegative=True)
         substitutions[symbol] = bound + offset if from_lower else bound - offset
