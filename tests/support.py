@@ -3,8 +3,10 @@ two pytrees of results."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -125,21 +127,23 @@ KNOWN_VALUE_DIFFERENCES = {
 """Differences in placeholder and output values that exporter makes by design, with why."""
 
 
-def _symbolic_text(value: Any) -> str:
-    return str(value.node.expr) if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool) else str(value)
+def _symbolic_text(value: Any, symbols: Mapping | None) -> str:
+    if not isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+        return str(value)
+    return str(value.node.expr.xreplace(symbols) if symbols else value.node.expr)
 
 
-def _value_fields(value: Any) -> dict[str, Any]:
+def _value_fields(value: Any, symbols: Mapping | None = None) -> dict[str, Any]:
     if isinstance(value, torch.Tensor):
         return {
-            "shape": [_symbolic_text(s) for s in value.shape],
-            "stride": [_symbolic_text(s) for s in value.stride()],
+            "shape": [_symbolic_text(s, symbols) for s in value.shape],
+            "stride": [_symbolic_text(s, symbols) for s in value.stride()],
             "dtype": value.dtype,
             "device": str(value.device),
             "requires_grad": value.requires_grad,
         }
     if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
-        return {"type": type(value).__name__, "value": _symbolic_text(value)}
+        return {"type": type(value).__name__, "value": _symbolic_text(value, symbols)}
     return {"type": type(value).__name__, "value": repr(value)}
 
 
@@ -164,10 +168,11 @@ def _written_in_place(graph: torch.fx.Graph) -> set[str]:
     return written
 
 
-def value_rows(program) -> list[tuple[str, bool, dict[str, Any]]]:
+def value_rows(program, symbols: Mapping | None = None) -> list[tuple[str, bool, dict[str, Any]]]:
     """Every placeholder's and every output's ``val`` (shape, strides, dtype, device and
     requires_grad of a tensor; type and value otherwise), in signature order, each as
-    ``(where, written, fields)``: ``written`` marks a buffer or user input forward writes to."""
+    ``(where, written, fields)``: ``written`` marks a buffer or user input forward writes to.
+    ``symbols`` renames sympy symbols in symbolic values (``{s17: args[0].shape[0]}``)."""
     signature = program.graph_signature
     written = set(signature.buffers_to_mutate.values()) | set(signature.user_inputs_to_mutate.values())
     placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
@@ -178,28 +183,65 @@ def value_rows(program) -> list[tuple[str, bool, dict[str, Any]]]:
         value = node.meta.get("val") if node is not None else getattr(spec.arg, "value", None)
         name = spec.target or spec.arg.name
         is_written = spec.kind.name in ("BUFFER", "USER_INPUT") and (name in written or getattr(node, "name", None) in in_place)
-        rows.append((f"input {i} ({spec.kind.name} {spec.target or ''})".replace(" )", ")"), is_written, _value_fields(value)))
+        where = f"input {i} ({spec.kind.name} {spec.target or ''})".replace(" )", ")")
+        rows.append((where, is_written, _value_fields(value, symbols)))
     outputs = program.graph.output_node().args[0]
     for i, (spec, value) in enumerate(zip(signature.output_specs, outputs)):
         value = value.meta.get("val") if isinstance(value, torch.fx.Node) else value
-        rows.append((f"output {i} ({spec.kind.name} {spec.target or ''})".replace(" )", ")"), False, _value_fields(value)))
+        where = f"output {i} ({spec.kind.name} {spec.target or ''})".replace(" )", ")")
+        rows.append((where, False, _value_fields(value, symbols)))
     return rows
+
+
+@dataclasses.dataclass(frozen=True)
+class ValueDifference:
+    """One field of one placeholder's or output's ``val`` that differs from the oracle's."""
+
+    where: str
+    """``input 3 (BUFFER ema)``, ``output 0 (USER_OUTPUT)``."""
+    field: str
+    """``shape``, ``stride``, ``dtype``, ``device``, ``requires_grad``; ``type`` or ``value``
+    of a value that is not a tensor."""
+    ours: Any
+    oracle: Any
+
+
+def value_field_differences(
+    ours, oracle, *, ours_symbols: Mapping | None = None, oracle_symbols: Mapping | None = None
+) -> tuple[list[ValueDifference], list[ValueDifference]]:
+    """How ``ours``'s placeholder and output values differ from ``oracle``'s, field by field:
+    ``(problems, known)``, ``known`` the differences ``KNOWN_VALUE_DIFFERENCES`` expects.
+    ``ours_symbols`` and ``oracle_symbols`` rename each program's symbols (see ``value_rows``);
+    a different count of inputs and outputs is one difference of field ``count``."""
+    mine, theirs = value_rows(ours, ours_symbols), value_rows(oracle, oracle_symbols)
+    if len(mine) != len(theirs):
+        return [ValueDifference("inputs and outputs", "count", len(mine), len(theirs))], []
+    problems, known = [], []
+    for (where, written, a), (_, _, b) in zip(mine, theirs):
+        fields = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+        differences = [ValueDifference(where, k, a.get(k), b.get(k)) for k in fields]
+        if written and fields == ["requires_grad"] and b["requires_grad"] and not a["requires_grad"]:
+            known += differences
+        else:
+            problems += differences
+    return problems, known
 
 
 def value_differences(ours, oracle) -> tuple[list[str], list[str]]:
     """How ``ours``'s placeholder and output values differ from ``oracle``'s: ``(problems,
-    known)``, ``known`` naming the ``KNOWN_VALUE_DIFFERENCES`` entry each expected one is."""
-    mine, theirs = value_rows(ours), value_rows(oracle)
-    if len(mine) != len(theirs):
-        return [f"{len(mine)} inputs and outputs, the oracle has {len(theirs)}"], []
-    problems, known = [], []
-    for (where, written, a), (_, _, b) in zip(mine, theirs):
-        fields = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
-        if not fields:
-            continue
-        text = f"{where}: " + ", ".join(f"{k} {a.get(k)} (oracle {b.get(k)})" for k in fields)
-        if written and fields == ["requires_grad"] and b["requires_grad"] and not a["requires_grad"]:
-            known.append(f"{text}: requires_grad of an input forward writes to")
-        else:
-            problems.append(text)
-    return problems, known
+    known)``, one line for each input or output, ``known`` naming the
+    ``KNOWN_VALUE_DIFFERENCES`` entry each expected one is."""
+    problems, known = value_field_differences(ours, oracle)
+    if problems and (problems[0].where, problems[0].field) == ("inputs and outputs", "count"):
+        return [f"{problems[0].ours} inputs and outputs, the oracle has {problems[0].oracle}"], []
+    return _lines(problems, ""), _lines(known, ": requires_grad of an input forward writes to")
+
+
+def _lines(differences: list[ValueDifference], suffix: str) -> list[str]:
+    by_place: dict[str, list[ValueDifference]] = {}
+    for difference in differences:
+        by_place.setdefault(difference.where, []).append(difference)
+    return [
+        f"{where}: " + ", ".join(f"{d.field} {d.ours} (oracle {d.oracle})" for d in group) + suffix
+        for where, group in by_place.items()
+    ]
