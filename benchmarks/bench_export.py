@@ -54,7 +54,8 @@ after one untimed warm-up of each, the two are timed alternately (median of ``re
 so machine noise falls on both evenly.  The exporter's program is first checked against
 the eager model; a row whose export raises or whose outputs differ is reported as FAILED.
 
-* ``ratio`` = exporter / oracle (lower is better).
+* ``time ratio (exporter / torch.export)`` = exporter's seconds / the oracle's (lower is
+  better: 0.32 means exporter takes 32% of torch.export's time).
 * ``x floor`` = exporter / the floor: one forward pass of the same model under a
   ``FakeTensorMode`` with its parameters, buffers and inputs already fake (converted
   outside the timed region), no tracing: what running the model on fake tensors costs.
@@ -487,7 +488,7 @@ _EXPORT_COLUMNS: Columns = [
     ("layers", lambda r: str(r["layers"])),
     ("exporter s", lambda r: f"{r['exporter_median_s']:.3f}"),
     ("oracle s", lambda r: f"{r['oracle_median_s']:.3f}"),
-    ("ratio", lambda r: f"{r['ratio']:.2f}"),
+    (results.TIME_RATIO, lambda r: f"{r['ratio']:.2f}"),
     ("floor s", lambda r: f"{r['floor_median_s']:.3f}"),
     ("x floor", lambda r: f"{r['x_floor']:.2f}"),
     ("peak MB exp/oracle", _peaks),
@@ -500,7 +501,7 @@ def _per_export(tool: str) -> Columns:
 
 
 _BACK_TO_BACK_COLUMNS = [*_EXPORT_COLUMNS[:2], *_per_export("exporter"), *_per_export("oracle"),
-                         ("ratio", lambda r: f"{r['ratio']:.2f}")]
+                         (results.TIME_RATIO, lambda r: f"{r['ratio']:.2f}")]
 
 _DYNAMIC_COLUMNS = [
     *_EXPORT_COLUMNS[:7],
@@ -528,7 +529,7 @@ def _summary(rows: list[dict[str, Any]]) -> str:
         return "no model exported"
     ratios, floors = [r["ratio"] for r in ok], [r["x_floor"] for r in ok]
     geomean = math.exp(statistics.fmean(math.log(x) for x in ratios))
-    text = (f"ratio: median {statistics.median(ratios):.2f}, max {max(ratios):.2f}, geometric mean {geomean:.2f};"
+    text = (f"{results.TIME_RATIO}: median {statistics.median(ratios):.2f}, max {max(ratios):.2f}, geometric mean {geomean:.2f};"
             f" x floor: median {statistics.median(floors):.2f}, max {max(floors):.2f}; {len(ok)}/{len(rows)} models")
     if all("first_ratio" in r for r in ok):
         firsts = [r["first_ratio"] for r in ok]
@@ -564,10 +565,28 @@ def results_markdown(sections: list[tuple[str, str]], repeats: int) -> str:
     out = []
     for mode, body in sections:
         out += [f"## {mode}", "", body, ""]
-    out.append(f"Median of {repeats} timed runs of each tool after a warm-up; `ratio` is exporter's time over "
-               "torch.export's (lower is better). The columns are described on the "
-               "[Benchmarks](../benchmarks.md) page.")
+    out.append(f"Median of {repeats} timed runs of each tool after a warm-up; the "
+               f"[{results.TIME_RATIO}](../benchmarks.md#the-time-ratio) is lower when exporter is faster. "
+               "The columns are described on the [Benchmarks](../benchmarks.md) page.")
     return "\n".join(out)
+
+
+def section_markdown(mode: str, rows: list[dict[str, Any]]) -> str:
+    """One mode's part of the results page: its table, and under it the summary."""
+    if mode == "cold":
+        return markdown_table(rows, _COLD_COLUMNS)
+    if mode == "repeated":
+        return markdown_table(rows, _BACK_TO_BACK_COLUMNS)
+    columns = _DYNAMIC_COLUMNS if mode in ("dynamic", "training-dynamic") else None
+    return markdown_table(rows, columns) + "\n\n" + _summary_markdown(rows)
+
+
+def render(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A results page from its JSON (``results.render``): the same rows, as this script
+    presents them; the data is kept as it is."""
+    modes = [m for m in data.get("modes", MODES) if any(r.get("mode") == m for r in data["rows"])]
+    sections = [(mode, section_markdown(mode, [r for r in data["rows"] if r.get("mode") == mode])) for mode in modes]
+    return results_markdown(sections, data["repeats"]), data
 
 
 def _summary_markdown(rows: list[dict[str, Any]]) -> str:
@@ -645,17 +664,17 @@ def main(argv: list[str] | None = None) -> None:
                 print("skipped: benchmarks/bench_cold.py (cold_start_rows) is not there")
                 continue
             print_table(rows, _COLD_COLUMNS)
-            sections.append((mode, markdown_table(rows, _COLD_COLUMNS)))
+            sections.append((mode, section_markdown(mode, rows)))
         elif mode == "repeated":
             pairs = [(m, int(n)) for m in (opts.models or "gpt2,llama").split(",") for n in (opts.layers or "8").split(",")]
             rows = [back_to_back(m, n, 20) for m, n in pairs]
             print_table(rows, _BACK_TO_BACK_COLUMNS)
-            sections.append((mode, markdown_table(rows, _BACK_TO_BACK_COLUMNS)))
+            sections.append((mode, section_markdown(mode, rows)))
         elif mode == "meta":
             rows = [bench_one("llama-7b-meta", 32, repeats, memory=memory, built=build_meta_llama())]
             print()
             print_table(rows)
-            sections.append((mode, markdown_table(rows) + "\n\n" + _summary_markdown(rows)))
+            sections.append((mode, section_markdown(mode, rows)))
         else:
             dynamic = mode in ("dynamic", "training-dynamic")
             ir = "training" if mode.startswith("training") else "inference"
@@ -675,7 +694,7 @@ def main(argv: list[str] | None = None) -> None:
             print()
             print_table(rows, columns)
             print(_summary(rows))
-            sections.append((mode, markdown_table(rows, columns) + "\n\n" + _summary_markdown(rows)))
+            sections.append((mode, section_markdown(mode, rows)))
         report[mode] = rows
         flat += [{"mode": mode, **row} for row in rows]
 

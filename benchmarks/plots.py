@@ -10,10 +10,12 @@ It reads every results file (``results.load``) and writes:
 * ``plot-export-time-depth.png``: export time against model depth (layers), exporter and
   torch.export, one panel per model, one line per tool and torch release, from
   ``bench_export.py``'s static rows;
-* ``plot-ratio.png``: exporter's time over torch.export's per model and depth, one panel
-  per mode, one bar per torch release;
-* ``plot-zoo-<name>.png`` for each zoo results file: every model family's outcome, stacked
-  (both ok, only exporter ok, only torch.export ok, both fail, not built).
+* ``plot-ratio.png``: the time ratio (exporter / torch.export) per model and depth, one
+  panel per mode, one bar per torch release;
+* ``plot-zoo-<name>.png`` for each zoo results file: how many models of each kind (text,
+  vision, audio, multimodal... as the zoo groups them) had each outcome (both ok, only
+  exporter ok, only torch.export ok, both fail, not built), stacked, and beside the bars
+  the models that are not both ok (the page lists them all, with what happened).
 
 Where several files hold the same row (a model, depth, mode and torch release), the newest
 file's row is drawn.  A plot whose data is missing is skipped (and said so), and a plot
@@ -23,9 +25,11 @@ left from earlier data is removed.  Then the results index is rewritten.
 from __future__ import annotations
 
 import argparse
+import collections
 import math
 import os
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +55,8 @@ OUTCOMES = (
     ("not built", "not built", "tab:gray"),
 )
 OTHER_OUTCOME = ("other", "other", "lightgray")
-FAMILIES_PER_PANEL = 60
+NAMES_SHOWN = 40
+"""The most model names the zoo plot lists beside its bars; the page lists every one."""
 MARKERS = "osD^v<>"
 LINESTYLES = ("-", "--", ":", "-.")
 
@@ -147,10 +152,10 @@ def plot_ratio(rows: list[dict[str, Any]], directory: Path) -> Path | None:
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(groups[mode])), [f"{m} x{n}" for m, n in groups[mode]], rotation=30, ha="right")
         ax.set_title(mode)
-        ax.set_ylabel("exporter / torch.export")
+        ax.set_ylabel(results.TIME_RATIO.replace(" (", "\n("))
         ax.grid(True, axis="y", alpha=0.3)
     axes[0, 0].legend(frameon=False)
-    figure.suptitle("Export time ratio, exporter / torch.export (lower is better)")
+    figure.suptitle(f"Export {results.TIME_RATIO}, lower is better")
     return _save(figure, directory / RATIO_PLOT)
 
 
@@ -160,50 +165,90 @@ def _mode_order(mode: str) -> tuple[int, str]:
 
 
 def zoo_outcomes(content: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """family (model type) -> outcome -> how many of its models had it, from a zoo results file."""
-    data = content.get("data") or {}
+    """kind -> outcome -> how many of its models had it, from a zoo results file."""
     counts: dict[str, dict[str, int]] = {}
-    for row in data.get("rows", []) if isinstance(data, dict) else []:
-        family = row.get("family") or row.get("model_type") or "?"
+    for row in _zoo_rows(content):
+        per_kind = counts.setdefault(row.get("kind") or "unknown", {})
         outcome = row.get("outcome") or row.get("verdict") or "?"
-        per_family = counts.setdefault(family, {})
-        per_family[outcome] = per_family.get(outcome, 0) + 1
+        per_kind[outcome] = per_kind.get(outcome, 0) + 1
     return counts
 
 
+def _zoo_rows(content: dict[str, Any]) -> list[dict[str, Any]]:
+    data = content.get("data") or {}
+    return data.get("rows", []) if isinstance(data, dict) else []
+
+
+def not_both_ok(content: dict[str, Any]) -> dict[str, list[str]]:
+    """outcome -> the model types that had it, for every outcome but both ok, in OUTCOMES order."""
+    found: dict[str, list[str]] = collections.defaultdict(list)
+    for row in _zoo_rows(content):
+        outcome = row.get("outcome") or row.get("verdict") or "?"
+        if outcome != "both ok":
+            found[outcome].append(row.get("model_type") or row.get("family") or "?")
+    order = [o for o, _, _ in OUTCOMES]
+    return {o: sorted(found[o]) for o in sorted(found, key=lambda o: (order.index(o) if o in order else len(order), o))}
+
+
 def plot_zoo(name: str, content: dict[str, Any], directory: Path) -> Path | None:
-    """One zoo file's outcomes: a stacked horizontal bar per model family."""
+    """One zoo file's outcomes: a stacked horizontal bar per model kind, and beside it the
+    models that are not both ok."""
     counts = zoo_outcomes(content)
     if not counts:
         return None
-    families = sorted(counts)
+    kinds = sorted(counts, key=lambda kind: (-sum(counts[kind].values()), kind))
     known = {outcome for outcome, _, _ in OUTCOMES}
     shown = [o for o in OUTCOMES if any(o[0] in c for c in counts.values())]
     if any(set(c) - known for c in counts.values()):
         shown.append(OTHER_OUTCOME)
-    panels = math.ceil(len(families) / FAMILIES_PER_PANEL)
-    tallest = min(len(families), FAMILIES_PER_PANEL)
-    width = max(6.5, 4.5 * panels)
-    figure, axes = plt.subplots(1, panels, figsize=(width, 2.2 + 0.18 * tallest), squeeze=False, layout="constrained")
-    for p, ax in enumerate(axes[0]):
-        chunk = families[p * FAMILIES_PER_PANEL:(p + 1) * FAMILIES_PER_PANEL]
-        left = [0] * len(chunk)
-        for outcome, label, colour in shown:
-            if outcome == OTHER_OUTCOME[0]:
-                values = [sum(n for o, n in counts[f].items() if o not in known) for f in chunk]
-            else:
-                values = [counts[f].get(outcome, 0) for f in chunk]
-            ax.barh(range(len(chunk)), values, left=left, color=colour, label=label, height=0.8)
-            left = [a + b for a, b in zip(left, values)]
-        ax.set_yticks(range(len(chunk)), chunk, fontsize=7)
-        ax.set_ylim(tallest - 0.5, -0.5)
-        ax.set_xlabel("models")
-        ax.xaxis.get_major_locator().set_params(integer=True)
+    figure, (bars, names) = plt.subplots(1, 2, figsize=(12, 1.9 + 0.5 * len(kinds)), width_ratios=(3, 2),
+                                         layout="constrained")
+    left = [0] * len(kinds)
+    widest = max(sum(c.values()) for c in counts.values())
+    for outcome, label, colour in shown:
+        if outcome == OTHER_OUTCOME[0]:
+            values = [sum(n for o, n in counts[k].items() if o not in known) for k in kinds]
+        else:
+            values = [counts[k].get(outcome, 0) for k in kinds]
+        drawn = bars.barh(range(len(kinds)), values, left=left, color=colour, label=label, height=0.7)
+        bars.bar_label(drawn, labels=[str(v) if v >= 0.025 * widest else "" for v in values], label_type="center",
+                       fontsize=8, color="white" if colour in ("tab:green", "tab:blue", "tab:red") else "black")
+        left = [a + b for a, b in zip(left, values)]
+    bars.set_yticks(range(len(kinds)), [f"{k} ({sum(counts[k].values())})" for k in kinds])
+    bars.invert_yaxis()
+    bars.set_xlabel("models")
+    bars.xaxis.get_major_locator().set_params(integer=True)
+    bars.spines[["top", "right"]].set_visible(False)
+    bars.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1 - 0.2 / len(kinds)), ncol=len(shown), frameon=False)
+    names.axis("off")
+    reasons = ((content.get("data") or {}).get("summary") or {}).get("not_built_reasons") or {}
+    names.text(0, 1, _names_text(not_both_ok(content), reasons), va="top", ha="left", fontsize=8,
+               family="monospace", transform=names.transAxes, in_layout=False)
     total = sum(sum(c.values()) for c in counts.values())
-    figure.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center",
-                  ncol=min(len(shown), int(width // 1.9)), frameon=False)
-    figure.suptitle(f"{name}: {total} models, {len(families)} model families")
+    family = ((content.get("data") or {}).get("settings") or {}).get("family") or "model"
+    release = content["stamp"].get("torch_release") or results.torch_release(content["stamp"].get("torch", "?"))
+    figure.suptitle(f"The {family} zoo on torch {release} ({name}): {total} models by kind and outcome")
     return _save(figure, directory / f"plot-{name}.png")
+
+
+def _names_text(found: dict[str, list[str]], reasons: dict[str, int], width: int = 58) -> str:
+    """The models not both ok by outcome, wrapped; those not built by reason when they are
+    many (the page names each one)."""
+    if not found:
+        return "every model is both ok"
+    lines, left = ["not both ok (the page says what happened to each):"], NAMES_SHOWN
+    for outcome, models in found.items():
+        lines.append("")
+        if outcome == "not built" and len(models) > NAMES_SHOWN // 4 and reasons:
+            lines += textwrap.wrap(f"not built ({len(models)}), the zoo could not make the model or its inputs:",
+                                   width)
+            lines += [f"  {count:4}  {reason}"[:width] for reason, count in list(reasons.items())[:8]]
+            continue
+        shown = models[:max(left, 1)]
+        left -= len(shown)
+        rest = f" and {len(models) - len(shown)} more" if len(models) > len(shown) else ""
+        lines += textwrap.wrap(f"{outcome} ({len(models)}): {', '.join(shown)}{rest}", width, subsequent_indent="  ")
+    return "\n".join(lines)
 
 
 def _save(figure: Any, path: Path) -> Path:

@@ -28,9 +28,9 @@ weights, no downloads). Each model is traced both ways and classed as:
 Each trace is run ``--repeat`` times (default 3) and timed by its fastest run, so the
 first trace of a model type (which pays for its cold Python and dispatch caches) does
 not count against whichever tracer happens to go first; the fingerprint is the first
-run's, and a repeat that records a different graph is reported as unstable. The speed
-ratio is make_fx seconds / recorder seconds, geometric mean over ``same`` models (above 1:
-the recorder is faster).
+run's, and a repeat that records a different graph is reported as unstable. The time
+ratio is recorder seconds / make_fx seconds (``TIME_RATIO``; lower is better, as exporter's
+time ratio to torch.export is), geometric mean over ``same`` models.
 
 The machinery is ``zoo.py``'s: the parent imports and warms up once, each model type runs
 in its own forked subprocess, each step (a build, or one tracer's traces) has a timeout
@@ -77,6 +77,7 @@ from exporter.trace.fast import FastPaths
 from tests.support import graph_fingerprint
 
 TOOLS = ("recorder", "make_fx")
+TIME_RATIO = "time ratio (recorder / make_fx)"
 FAST = {"recorder": FastPaths.resolve(True), "make_fx": FastPaths()}
 CLASSES = ("same", "functionalized", "DIFFERENT", "both fail", "one fails", "not built")
 """The summary's order; ``refused:<reason>`` classes go after ``functionalized``."""
@@ -284,7 +285,7 @@ class Outcome:
     detail: str = ""
     difference: dict[str, Any] | None = None
     ratio: float | None = None
-    """make_fx seconds / recorder seconds, when both traced."""
+    """The time ratio, recorder seconds / make_fx seconds, when both traced."""
     notes: list[str] = attrs.Factory(list)
     """Anything else worth a look: unstable repeats, model state changed by a trace."""
 
@@ -319,7 +320,7 @@ def classify(row: zoo.Row) -> Outcome:
         failed, passed = ("recorder", rec) if not rec.ok else ("make_fx", mfx)
         path = _path(*(("make_fx", mfx) if failed == "recorder" else ("recorder", rec)))
         return Outcome("one fails", f"{failed} {passed.describe()}; the other traced ({path})", notes=notes)
-    ratio = mfx.seconds / rec.seconds if rec.seconds and mfx.seconds else None
+    ratio = rec.seconds / mfx.seconds if rec.seconds and mfx.seconds else None
     path = _path("recorder", rec)
     difference = first_difference(pickle.loads(rec.fingerprint), pickle.loads(mfx.fingerprint))
     if difference is None and rec.specs != mfx.specs:
@@ -413,8 +414,8 @@ def summarize(done: list[tuple[zoo.Row, Outcome]], planned: int) -> dict[str, An
         "counts": {kind: counts[kind] for kind in order if counts[kind] or kind in CLASSES},
         "both_fail_same_error": sum(o.detail.startswith("same error") for o in both_fail),
         "refused_details": {kind: dict(c.most_common(6)) for kind, c in details.items()},
-        "ratio_geomean_same": ratio(lambda kind: kind == "same"),
-        "ratio_geomean_all_traced": ratio(lambda kind: kind not in ("DIFFERENT",)),
+        "time_ratio_geomean_same": ratio(lambda kind: kind == "same"),
+        "time_ratio_geomean_all_traced": ratio(lambda kind: kind not in ("DIFFERENT",)),
         "seconds_same": {
             tool: sum(row.results[tool].seconds for row, _ in same) for tool in TOOLS
         },
@@ -432,7 +433,7 @@ def _seconds(row: zoo.Row, tool: str) -> str:
 def progress_line(row: zoo.Row, outcome: Outcome, done: int, total: int) -> str:
     parts = [f"[{done}/{total}] {row.model_type} {row.class_name or ''}: {outcome.kind}"]
     if row.built:
-        ratio = f" x{outcome.ratio:.2f}" if outcome.ratio else ""
+        ratio = f" time ratio {outcome.ratio:.2f}" if outcome.ratio else ""
         parts.append(f"recorder {_seconds(row, 'recorder')}s make_fx {_seconds(row, 'make_fx')}s{ratio}")
     if outcome.detail and outcome.kind != "same":
         parts.append(outcome.detail[:400])
@@ -452,14 +453,15 @@ def report_lines(done: list[tuple[zoo.Row, Outcome]], summary: dict[str, Any], w
     for kind, details in summary["refused_details"].items():
         lines.append(f"  {kind}, most common reasons:")
         lines += [f"      {count:>4}  {detail}" for detail, count in details.items()]
-    if summary["ratio_geomean_same"]:
+    if summary["time_ratio_geomean_same"]:
         seconds = summary["seconds_same"]
         lines.append(
-            f"make_fx s / recorder s, geometric mean over same: {summary['ratio_geomean_same']:.2f} "
-            f"(total {seconds['make_fx']:.1f} s vs {seconds['recorder']:.1f} s)"
+            f"{TIME_RATIO}, geometric mean over same: {summary['time_ratio_geomean_same']:.2f} "
+            f"(total {seconds['recorder']:.1f} s vs {seconds['make_fx']:.1f} s)"
         )
-    if summary["ratio_geomean_all_traced"]:
-        lines.append(f"make_fx s / recorder-enabled s, geometric mean over all traced alike: {summary['ratio_geomean_all_traced']:.2f}")
+    if summary["time_ratio_geomean_all_traced"]:
+        lines.append(f"{TIME_RATIO}, geometric mean over all traced alike (refusals traced by make_fx): "
+                     f"{summary['time_ratio_geomean_all_traced']:.2f}")
     if summary["not_built_reasons"]:
         lines.append("not built, by reason: " + ", ".join(f"{r}: {n}" for r, n in summary["not_built_reasons"].items()))
     problems = [(row, o) for row, o in done if o.kind in ("DIFFERENT", "one fails")]

@@ -11,13 +11,15 @@ Run from the repository root:
     python benchmarks/zoo.py --fast --no-results            # only print
     python benchmarks/zoo.py --family diffusers             # diffusers' UNets, VAEs and transformers
 
-Each run writes its summary and table, and every row as JSON (model type as ``family``,
-verdict as ``outcome``), through ``results.write``: ``docs/results/zoo-torch-2.15.md`` and
-``.json`` for the torch release that ran, named ``zoo-dynamic-...`` with ``--dynamic``,
-``zoo-training-...`` with ``"ir": "training"``, ``zoo-fast-...`` with ``--fast`` and
-``zoo-subset-...`` with ``--only``, ``--exclude``, one ``--tool`` or other exporter
-arguments, and ``zoo-diffusers-...`` with ``--family diffusers`` (``--results-dir`` to put
-them elsewhere, ``--no-results`` to only print).
+Each run writes its summary and tables, and every row as JSON (model type as ``family``,
+verdict as ``outcome``, and the row's ``kind``: text, vision, audio, multimodal or other for
+transformers, UNet, autoencoder or transformer for diffusers), through ``results.write``:
+``docs/results/zoo-torch-2.15.md`` and ``.json`` for the torch release that ran, named
+``zoo-dynamic-...`` with ``--dynamic``, ``zoo-training-...`` with ``"ir": "training"``,
+``zoo-fast-...`` with ``--fast`` and ``zoo-subset-...`` with ``--only``, ``--exclude``, one
+``--tool`` or other exporter arguments, and ``zoo-diffusers-...`` with ``--family diffusers``
+(``--results-dir`` to put them elsewhere, ``--no-results`` to only print, ``--allow-dirty``
+to stamp results from a tree with uncommitted changes).
 
 For every model type in transformers' ``CONFIG_MAPPING`` (or ``--only``), the zoo builds
 a tiny randomly initialised model (``zoo_models.py``: shrunken default config, no
@@ -48,14 +50,16 @@ run) has a timeout, and a step that times out or crashes is charged with it whil
 type's remaining steps go on in a fresh process. The parent imports
 torch, transformers and exporter and warms up both tools once before forking, so no
 model pays one-time setup and the times compare like for like; every process uses one
-thread. The ratio is torch.export seconds / exporter seconds: above 1 means exporter is
-faster.
+thread. The time ratio is exporter seconds / torch.export seconds (lower is better: 0.32
+means exporter takes 32% of torch.export's time).  ``render(data)`` rewrites a results page
+from its JSON (``python benchmarks/results.py render zoo-torch-2.13``).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import gc
 import importlib
 import json
@@ -83,6 +87,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import results  # noqa: E402
 import transformers  # noqa: E402
 import zoo_models  # noqa: E402
+from transformers.models.auto import modeling_auto  # noqa: E402
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 
 import exporter  # noqa: E402
 
@@ -201,19 +207,29 @@ class Row:
 
     @property
     def ratio(self) -> float | None:
-        """torch.export seconds / exporter seconds, when both exported and ran correctly."""
+        """The time ratio, exporter seconds / torch.export seconds, when both exported and ran
+        correctly (lower is better)."""
         mine, theirs = self.results.get("exporter"), self.results.get("torch")
         if mine and theirs and mine.ok and theirs.ok and mine.seconds and theirs.seconds:
-            return theirs.seconds / mine.seconds
+            return mine.seconds / theirs.seconds
         return None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, family: str = "transformers") -> dict[str, Any]:
         """The row as JSON: every field, the verdict (also as ``outcome``), the model type as
-        ``family``, the ratio and the signature difference."""
+        ``family``, its ``kind`` (``model_kind``), the time ratio and the signature difference."""
         data = attrs.asdict(self, recurse=True)
-        data.update(family=self.model_type, verdict=self.verdict, outcome=self.verdict, ratio=self.ratio,
-                    signature_difference=self.signature_difference)
+        data.update(family=self.model_type, kind=model_kind(self.model_type, family), verdict=self.verdict,
+                    outcome=self.verdict, ratio=self.ratio, signature_difference=self.signature_difference)
         return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Row:
+        """The row ``to_json`` wrote (its derived entries are computed again, not read)."""
+        tool_fields = {field.name for field in attrs.fields(ToolResult)}
+        tools = {tool: ToolResult(**{k: v for k, v in result.items() if k in tool_fields})
+                 for tool, result in (data.get("results") or {}).items()}
+        fields = {field.name for field in attrs.fields(cls)} - {"results"}
+        return cls(**{k: v for k, v in data.items() if k in fields}, results=tools)
 
 
 # --------------------------------------------------------------------- in the child
@@ -629,7 +645,8 @@ def run_zoo(rows: list[Row], settings: Settings, on_row: Callable[[Row], None] =
 
 
 def summarize(rows: list[Row]) -> dict[str, Any]:
-    """Counts per verdict, the geometric-mean ratio, and why each unbuilt type was not built."""
+    """Counts per verdict, the time ratio's geometric mean where both are ok, and why each
+    unbuilt type was not built."""
     counts = collections.Counter(row.verdict for row in rows)
     ratios = [row.ratio for row in rows if row.ratio]
     reasons = collections.Counter(row.reason.split(":")[0] for row in rows if not row.built and row.reason)
@@ -639,7 +656,7 @@ def summarize(rows: list[Row]) -> dict[str, Any]:
         "counts": {verdict: counts[verdict] for verdict in (*VERDICTS, *sorted(set(counts) - set(VERDICTS)))
                    if counts[verdict] or verdict in VERDICTS},
         "signatures_differ": sorted(row.model_type for row in rows if row.signature_difference),
-        "ratio_geomean": math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None,
+        "time_ratio_geomean": math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None,
         "not_built_reasons": dict(reasons.most_common()),
     }
 
@@ -662,7 +679,7 @@ def _cells(row: Row, settings: Settings) -> list[str]:
 
 def _headers(settings: Settings) -> list[str]:
     titles = [TOOL_TITLES[tool] for tool in settings.tools]
-    ratio = ["ratio"] if len(settings.tools) == 2 else []
+    ratio = [results.TIME_RATIO] if len(settings.tools) == 2 else []
     return ["model type", "class", *titles, *[f"{t} s" for t in titles], *ratio]
 
 
@@ -698,8 +715,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     lines += [f"  {verdict}: {count}" for verdict, count in summary["counts"].items()]
     differ = summary.get("signatures_differ", [])
     lines.append(f"  signatures differ (both ok): {len(differ)}" + (f" ({', '.join(differ)})" if differ else ""))
-    if summary["ratio_geomean"]:
-        lines.append(f"  torch.export / exporter time, geometric mean where both ok: {summary['ratio_geomean']:.2f}")
+    if summary["time_ratio_geomean"]:
+        lines.append(f"  {results.TIME_RATIO}, geometric mean where both ok: {summary['time_ratio_geomean']:.2f}")
     if summary["not_built_reasons"]:
         lines.append("not built, by reason:")
         lines += [f"  {reason}: {count}" for reason, count in summary["not_built_reasons"].items()]
@@ -711,21 +728,132 @@ def _md(text: str) -> str:
 
 
 def markdown(rows: list[Row], settings: Settings, summary: dict[str, Any]) -> str:
-    """A markdown summary and per-model table, for the results page."""
+    """The results page's body: the summary, the outcomes by kind, the models not both ok
+    with what happened, and every model."""
     out = [f"**{summary['rows']} models across {summary['model_types']} {settings.family} model types**", ""]
     out += ["| outcome | models |", "|---|---:|"]
     out += [f"| {verdict} | {count} |" for verdict, count in summary["counts"].items()]
-    if summary["ratio_geomean"]:
-        out.append(f"| torch.export s / exporter s (geometric mean, both ok) | {summary['ratio_geomean']:.2f} |")
+    if summary["time_ratio_geomean"]:
+        out.append(f"| [{results.TIME_RATIO}](../benchmarks.md#the-time-ratio), geometric mean where both ok "
+                   f"| {summary['time_ratio_geomean']:.2f} |")
     if summary["not_built_reasons"]:
         out += ["", "| not built because | models |", "|---|---:|"]
-        out += [f"| {_md(reason)} | {count} |" for reason, count in summary["not_built_reasons"].items()]
-    headers = _headers(settings)
-    out += ["", "<details><summary>every model</summary>", ""]
-    out += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(_md(cell) for cell in _cells(row, settings)) + " |" for row in rows]
-    out += ["", "</details>"]
+        out += [f"| {_md(results.literal(reason))} | {count} |" for reason, count in summary["not_built_reasons"].items()]
+    kinds = {row.model_type: model_kind(row.model_type, settings.family) for row in rows}
+    out += ["", "## By kind", "", kinds_table(rows, kinds)]
+    out += ["", "## Not both ok", "", *not_both_ok(rows, settings, kinds)]
+    out += ["", "## Every model", "", "<details><summary>every model</summary>", "",
+            results.html_table(_headers(settings), [_cells(row, settings) for row in rows], left=2 + len(settings.tools)),
+            "", "</details>"]
     return "\n".join(out) + "\n"
+
+
+def kinds_table(rows: list[Row], kinds: dict[str, str]) -> str:
+    """How many models of each kind had each verdict: the counts the zoo plot draws."""
+    counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for row in rows:
+        counts[kinds[row.model_type]][row.verdict] += 1
+    verdicts = [v for v in VERDICTS if any(c[v] for c in counts.values())]
+    verdicts += sorted({v for c in counts.values() for v in c} - set(verdicts))
+    order = sorted(counts, key=lambda kind: -sum(counts[kind].values()))
+    return results.markdown_table(["kind", "models", *verdicts],
+                                  [[kind, str(sum(counts[kind].values())), *[str(counts[kind][v]) for v in verdicts]]
+                                   for kind in order])
+
+
+def not_both_ok(rows: list[Row], settings: Settings, kinds: dict[str, str]) -> list[str]:
+    """The models whose verdict is not ``both ok``: those built, with each tool's outcome,
+    then those not built, with why."""
+    order = {verdict: i for i, verdict in enumerate(VERDICTS)}
+    key = lambda row: (order.get(row.verdict, len(order)), kinds[row.model_type], row.model_type)
+    built = sorted((row for row in rows if row.built and row.verdict != "both ok"), key=key)
+    unbuilt = sorted((row for row in rows if not row.built), key=key)
+    if not built and not unbuilt:
+        return ["Every model is both ok."]
+    titles = [TOOL_TITLES[tool] for tool in settings.tools]
+    out = [f"{len(built) + len(unbuilt)} of {len(rows)} models: {len(built)} built, {len(unbuilt)} not built.", ""]
+    if built:
+        out.append(results.markdown_table(
+            ["model type", "class", "kind", "outcome", *titles],
+            [[row.model_type, row.class_name or "", kinds[row.model_type], row.verdict,
+              *[results.literal(row.results[tool].describe()) if tool in row.results else "" for tool in settings.tools]]
+             for row in built], left=4 + len(titles)))
+    if unbuilt:
+        which = "the model" if len(unbuilt) == 1 else f"the {len(unbuilt)} models"
+        out += ["", f"<details><summary>{which} not built, and why</summary>", "",
+                results.html_table(["model type", "class", "kind", "why"],
+                                   [[row.model_type, row.class_name or "", kinds[row.model_type], row.reason or ""]
+                                    for row in unbuilt], left=4),
+                "", "</details>"]
+    return out
+
+
+def render(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A zoo results page from its JSON (``results.render``): the rows as they were run,
+    their verdicts, kinds, time ratios and summary computed again by this script."""
+    fields = {field.name for field in attrs.fields(Settings)}
+    given = {k: v for k, v in (data.get("settings") or {}).items() if k in fields}
+    settings = Settings(**{**given, "tools": tuple(given.get("tools", TOOLS)), "log_dir": None})
+    rows = [Row.from_json(row) for row in data["rows"]]
+    summary = summarize(rows)
+    return markdown(rows, settings, summary), {**data, "summary": summary,
+                                               "rows": [row.to_json(settings.family) for row in rows]}
+
+
+# A transformers model type's kind: the first group holding one of its heads
+# (modeling_auto's MODEL_FOR_<HEAD>_MAPPING_NAMES); else a word of its name (the parts of
+# multimodal models: ``qwen2_vl_text``, ``siglip_vision_model``); else its sub-configs.
+HEAD_KINDS = (
+    ("multimodal", ("IMAGE_TEXT_TO_TEXT", "MULTIMODAL_LM", "VISUAL_QUESTION_ANSWERING", "DOCUMENT_QUESTION_ANSWERING",
+                    "ZERO_SHOT_IMAGE_CLASSIFICATION", "ZERO_SHOT_OBJECT_DETECTION", "RETRIEVAL", "TEXT_RECOGNITION",
+                    "TABLE_RECOGNITION")),
+    ("audio", ("SPEECH_SEQ_2_SEQ", "CTC", "AUDIO_CLASSIFICATION", "AUDIO_FRAME_CLASSIFICATION", "AUDIO_XVECTOR",
+               "TEXT_TO_SPECTROGRAM", "TEXT_TO_WAVEFORM", "RNNT", "TDT")),
+    ("vision", ("VIDEO_CLASSIFICATION", "IMAGE_CLASSIFICATION", "OBJECT_DETECTION", "SEMANTIC_SEGMENTATION",
+                "INSTANCE_SEGMENTATION", "UNIVERSAL_SEGMENTATION", "IMAGE_SEGMENTATION", "DEPTH_ESTIMATION",
+                "MASK_GENERATION", "KEYPOINT_DETECTION", "KEYPOINT_MATCHING", "IMAGE_TO_IMAGE",
+                "MASKED_IMAGE_MODELING", "BACKBONE", "IMAGE", "IMAGE_MATTING", "NORMAL_ESTIMATION",
+                "POINTMAP_ESTIMATION", "POSE_ESTIMATION", "CAUSAL_IMAGE_MODELING")),
+    ("other", ("TIME_SERIES_CLASSIFICATION", "TIME_SERIES_PREDICTION", "TIME_SERIES_REGRESSION", "DECISION")),
+    ("text", ("CAUSAL_LM", "MASKED_LM", "SEQ_TO_SEQ_CAUSAL_LM", "SEQUENCE_CLASSIFICATION", "TOKEN_CLASSIFICATION",
+              "QUESTION_ANSWERING", "MULTIPLE_CHOICE", "NEXT_SENTENCE_PREDICTION", "TEXT_ENCODING",
+              "TABLE_QUESTION_ANSWERING")),
+)
+NAME_KINDS = (
+    ("vision", {"vision", "visual", "image", "vit", "vq", "vqgan", "vqmodel", "video", "sam", "sam2", "sam3"}),
+    ("audio", {"audio", "speech", "asr", "tts", "codec", "encodec", "xcodec", "xcodec2", "neucodec", "mimi",
+               "wavtokenizer", "hifigan", "bigvgan", "token2wav", "musicgen"}),
+    ("text", {"text"}),
+)
+SUB_CONFIG_KINDS = {"text_config": "text", "vision_config": "vision", "audio_config": "audio", "video_config": "vision"}
+
+
+@functools.cache
+def transformers_kind(model_type: str) -> str:
+    """text, vision (images and video), audio, multimodal or other (time series, codecs' and
+    detectors' parts...): what a transformers model type takes in, for grouping results."""
+    for kind, heads in HEAD_KINDS:
+        if any(model_type in getattr(modeling_auto, f"MODEL_FOR_{head}_MAPPING_NAMES", {}) for head in heads):
+            return kind
+    words = set(model_type.replace("-", "_").split("_"))
+    for kind, names in NAME_KINDS:
+        if words & names:
+            return kind
+    try:
+        config = CONFIG_MAPPING[model_type]
+    except (KeyError, ImportError):
+        config = None
+    sub_kinds = {SUB_CONFIG_KINDS[name] for name in getattr(config, "sub_configs", {}) if name in SUB_CONFIG_KINDS}
+    if len(sub_kinds) > 1:
+        return "multimodal"
+    return sub_kinds.pop() if sub_kinds else "other"
+
+
+def model_kind(model_type: str, family: str = "transformers") -> str:
+    """The kind a model type is grouped under on the results page and plot."""
+    if family == "transformers":
+        return transformers_kind(model_type)
+    return builders(family).kind(model_type)
 
 
 def environment() -> dict[str, str]:
@@ -826,6 +954,7 @@ def results_title(args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the zoo as the options ask; print the table and write the results files."""
     args = parse_args(argv)
+    results.require_clean(args)
     types = selected_types(args)
     settings = Settings(
         tools=TOOLS if args.tool == "both" else (args.tool,),
@@ -856,7 +985,7 @@ def main(argv: list[str] | None = None) -> int:
         "environment": environment(),
         "wall_seconds": wall,
         "summary": summary,
-        "rows": [row.to_json() for row in rows],
+        "rows": [row.to_json(settings.family) for row in rows],
     }
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

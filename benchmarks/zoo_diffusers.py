@@ -8,7 +8,7 @@ itself runs at that size; the weights are random and nothing is downloaded.
 
 ``model_types()``, ``cases(model_type)`` and ``build(model_type, class_name)`` answer as
 ``zoo_models`` does for transformers, so ``zoo.py --family diffusers`` runs these models
-the way it runs the transformers zoo.
+the way it runs the transformers zoo; ``kind(model_type)`` groups them on the results page.
 """
 
 from __future__ import annotations
@@ -529,6 +529,16 @@ def model_types() -> list[str]:
     return list(MODELS)
 
 
+def kind(model_type: str) -> str:
+    """UNet, autoencoder or transformer: the kind of model ``model_type`` is, for grouping results."""
+    class_name = MODELS[model_type].class_name
+    if class_name.startswith("UNet"):
+        return "UNet"
+    if class_name.startswith(("Autoencoder", "VQ")):
+        return "autoencoder"
+    return "transformer"
+
+
 def cases(model_type: str) -> list[str]:
     """The class to export for ``model_type``: one, as each type is one configuration."""
     return [MODELS[model_type].class_name]
@@ -563,4 +573,4 @@ def _headline(error: BaseException) -> str:
     return text[:300] if text else type(error).__name__
 
 
-__all__ = ["MODELS", "Spec", "build", "cases", "model_types"]
+__all__ = ["MODELS", "Spec", "build", "cases", "kind", "model_types"]

@@ -113,11 +113,12 @@ def test_a_run_writes_its_stamped_results_where_it_is_told(bench, tmp_path, caps
     """The tables and raw rows go through results.write into --results-dir (never docs/results
     here); --no-results only prints."""
     args = ["--modes", "static", "--models", "gpt2", "--layers", "1", "--repeats", "1"]
-    bench.main([*args, "--results-dir", str(tmp_path)])
+    # --allow-dirty: the test may run in a working tree with changes (the stamp then says so)
+    bench.main([*args, "--results-dir", str(tmp_path), "--allow-dirty"])
     name = f"export-time-static-subset-{bench.results.release_suffix()}"
     content = json.loads((tmp_path / f"{name}.json").read_text())
     assert content["stamp"]["command"] == "python benchmarks/bench_export.py " + " ".join(args) + \
-        f" --results-dir {tmp_path}"
+        f" --results-dir {tmp_path} --allow-dirty"
     (row,) = content["data"]["rows"]
     assert row["mode"] == "static" and row["model"] == "gpt2" and row["layers"] == 1 and row["ratio"] > 0
     assert "| gpt2 | 1 |" in (tmp_path / f"{name}.md").read_text()
