@@ -10,6 +10,8 @@ export on their own, and where the problem is.  ``to_executorch(ep, "model.pte")
 programs to an ExecuTorch file (with the ``executorch`` extra).
 """
 
+from importlib import metadata as _metadata
+
 from ._assumptions import Assumption, AssumptionKind, DraftReport
 from ._errors import (
     Category,
@@ -28,7 +30,13 @@ from .executorch import to_executorch
 from .submodules import ModuleStatus, SubmoduleNode, SubmoduleReport, report_submodules
 from .inputs import register_container, register_known_containers
 
-__version__ = "0.1.0"
+_DISTRIBUTION = "torch-exporter"
+"""The name exporter is installed under (``pip install torch-exporter``); it imports as ``exporter``."""
+
+try:
+    __version__ = _metadata.version(_DISTRIBUTION)
+except _metadata.PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "export",

@@ -1,6 +1,6 @@
 """Lower exported programs to an ExecuTorch ``.pte`` file, and run one like the model.
 
-Needs the ``executorch`` extra (``pip install 'exporter[executorch]'``); nothing here is
+Needs the ``executorch`` extra (``pip install 'torch-exporter[executorch]'``); nothing here is
 imported by ``import exporter``.
 """
 
@@ -71,7 +71,7 @@ def require_executorch() -> None:
     except ImportError as e:
         raise InputSpecError(
             f"ExecuTorch is not installed ({e})",
-            hint="install the extra: pip install 'exporter[executorch]'",
+            hint="install the extra: pip install 'torch-exporter[executorch]'",
         ) from None
 
 

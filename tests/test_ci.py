@@ -15,6 +15,7 @@ def test_ci_runs_the_suite_on_every_supported_release():
     others = re.findall(r"^\.ci/release ([\d.]+)$", run, flags=re.M)
     assert len(default) == 1 and "python -m pytest -q -n 2\n" in run
     assert sorted(parse_release(v) for v in default + others) == sorted(SUPPORTED)
+    assert re.search(r"^\.ci/wheel [\d.]+$", run, flags=re.M), "CI installs and runs the built wheel"
     release = (ROOT / ".ci" / "release").read_text()
     assert "PIP_CONFIG_FILE=/dev/null" in release and "python\" -m pytest -q -n 2" in release
 

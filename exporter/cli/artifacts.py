@@ -45,7 +45,7 @@ DECOMPOSITIONS = ("core",)
 """``--decompose`` levels: ``core`` is core ATen, what ExecuTorch and other backends take."""
 
 ONNX_EXTRA = ("onnxscript", "onnxruntime")
-"""What ``pip install 'exporter[onnx]'`` installs: torch's ONNX exporter needs onnxscript,
+"""What ``pip install 'torch-exporter[onnx]'`` installs: torch's ONNX exporter needs onnxscript,
 ``--verify`` runs the file in onnxruntime."""
 
 
@@ -201,7 +201,7 @@ def require_onnx() -> None:
     if missing:
         raise InputSpecError(
             f"--onnx needs {' and '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} not installed",
-            hint="install the extra: pip install 'exporter[onnx]' (onnxscript and onnxruntime)",
+            hint="install the extra: pip install 'torch-exporter[onnx]' (onnxscript and onnxruntime)",
         )
 
 

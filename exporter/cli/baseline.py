@@ -57,7 +57,7 @@ def load_baseline(path: str) -> dict[str, Any]:
     if isinstance(schema, str) and newer_schema(schema, BASELINE_SCHEMA):
         raise InputSpecError(
             f"--baseline {path} was written by a newer exporter (schema {schema}); this one reads {BASELINE_SCHEMA}",
-            hint="upgrade exporter (pip install -U exporter) to check against it; it is left as it is",
+            hint="upgrade exporter (pip install -U torch-exporter) to check against it; it is left as it is",
         )
     if schema != BASELINE_SCHEMA or not isinstance(data.get("models"), dict):
         raise InputSpecError(

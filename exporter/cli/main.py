@@ -120,13 +120,13 @@ def _export_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--onnx",
         metavar="OUT.onnx",
-        help="also convert to ONNX with torch's ONNX exporter (needs pip install 'exporter[onnx]'); "
+        help="also convert to ONNX with torch's ONNX exporter (needs pip install 'torch-exporter[onnx]'); "
         "with --verify it is run in onnxruntime against eager",
     )
     p.add_argument(
         "--executorch",
         metavar="OUT.pte",
-        help="also lower to ExecuTorch and write the .pte file (needs pip install 'exporter[executorch]'); "
+        help="also lower to ExecuTorch and write the .pte file (needs pip install 'torch-exporter[executorch]'); "
         "with --verify it is run in the ExecuTorch runtime against eager",
     )
     p.add_argument(

@@ -1,3 +1,5 @@
+# Derived from PyTorch's test/export/test_export.py, Copyright (c) 2016- Facebook, Inc. and
+# the PyTorch contributors, under the BSD 3-Clause License: see NOTICE at the repository root.
 """Parity cases ported from the opening part of test/export/test_export.py (pytorch/pytorch).
 
 This covers ``TestDynamismExpression`` and the first stretch of ``TestExport``: pytree

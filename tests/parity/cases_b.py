@@ -1,3 +1,5 @@
+# Derived from PyTorch's test/export/test_export.py, Copyright (c) 2016- Facebook, Inc. and
+# the PyTorch contributors, under the BSD 3-Clause License: see NOTICE at the repository root.
 """Parity cases, part B: ported from the middle of test/export/test_export.py (pytorch/pytorch).
 
 The models are rewritten from the tests between the decomposition-table tests and the

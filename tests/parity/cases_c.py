@@ -1,3 +1,5 @@
+# Derived from PyTorch's test/export/test_export.py, Copyright (c) 2016- Facebook, Inc. and
+# the PyTorch contributors, under the BSD 3-Clause License: see NOTICE at the repository root.
 """Parity cases, third slice of PyTorch's ``test/export/test_export.py``.
 
 Models from the middle of the torch export test-suite, rewritten here: module-valued

@@ -1,3 +1,5 @@
+# Derived from PyTorch's test/export/test_export.py, Copyright (c) 2016- Facebook, Inc. and
+# the PyTorch contributors, under the BSD 3-Clause License: see NOTICE at the repository root.
 """Parity cases, part D: models rebuilt from the last part of ``test/export/test_export.py``
 in pytorch/pytorch (from ``test_non_persistent_buffer`` through ``TestExportCustomClass``).
 

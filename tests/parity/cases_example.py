@@ -1,3 +1,5 @@
+# Derived from PyTorch's test/export/test_export.py, Copyright (c) 2016- Facebook, Inc. and
+# the PyTorch contributors, under the BSD 3-Clause License: see NOTICE at the repository root.
 """Example cases showing the format (ported from test/export/test_export.py in pytorch/pytorch)."""
 
 import torch

@@ -67,7 +67,7 @@ def test_without_the_extra_onnx_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr(artifacts.importlib, "import_module", without_onnxruntime)
     with pytest.raises(InputSpecError, match="--onnx needs onnxruntime, which is not installed") as info:
         require_onnx()
-    assert "pip install 'exporter[onnx]'" in info.value.hint
+    assert "pip install 'torch-exporter[onnx]'" in info.value.hint
 
 
 def test_the_onnx_model_runs_in_onnxruntime_like_the_model(tmp_path):

@@ -647,7 +647,7 @@ def test_onnx_without_the_extra_exits_2_and_says_how_to_install_it(workdir):
                             cwd=workdir, capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 2, out(result)
     assert "--onnx needs onnxruntime, which is not installed" in flat(result)
-    assert "pip install 'exporter[onnx]'" in flat(result)
+    assert "pip install 'torch-exporter[onnx]'" in flat(result)
     assert not (workdir / "Net.pt2").exists() and not (workdir / "net.onnx").exists()
 
 
@@ -711,5 +711,5 @@ def test_executorch_flags_given_wrongly_are_usage_errors(workdir):
     missing = subprocess.run([sys.executable, "-m", "exporter", "models.py:Net", "--executorch", "n.pte"], cwd=workdir,
                              capture_output=True, text=True, env=env, timeout=300)
     assert missing.returncode == 2, missing.stdout + missing.stderr
-    assert "ExecuTorch is not installed" in missing.stdout and "pip install 'exporter[executorch]'" in missing.stdout
+    assert "ExecuTorch is not installed" in missing.stdout and "pip install 'torch-exporter[executorch]'" in missing.stdout
     assert not (workdir / "n.pte").exists() and not (workdir / "Net.pt2").exists()
