@@ -8,7 +8,9 @@ tests pass on it."""
 from __future__ import annotations
 
 import os
+import pathlib
 import re
+import sys
 
 import torch
 
@@ -22,6 +24,7 @@ __all__ = [
     "UnsupportedTorch",
     "at_least",
     "check_supported",
+    "started_as_command_line",
     "parse_release",
     "supported_range",
 ]
@@ -75,12 +78,37 @@ def supported_range() -> str:
 
 def check_supported() -> None:
     """Raise ``UnsupportedTorch`` unless the running torch is a supported release (or
-    ``ALLOW_UNSUPPORTED`` is set)."""
+    ``ALLOW_UNSUPPORTED`` is set).
+
+    The command line (``python -m exporter``, the ``exporter`` script) imports the package
+    before its own code can run, so the refusal is its usage error from here: the one line
+    on stderr and exit code 2, with the traceback only under ``-v``/``--verbose``."""
     if RELEASE in SUPPORTED or os.environ.get(ALLOW_UNSUPPORTED, "") not in ("", "0"):
         return
     low, high = SUPPORTED[0], SUPPORTED[-1]
-    raise UnsupportedTorch(
+    error = UnsupportedTorch(
         f"exporter supports torch {low[0]}.{low[1]} to {high[0]}.{high[1]} and found torch {TORCH_VERSION}: "
         f"install a supported release (pip install '{supported_range()}'), or set {ALLOW_UNSUPPORTED}=1 "
         "to try this one with the fast paths off"
     )
+    if started_as_command_line() and not {"-v", "--verbose"} & set(sys.argv[1:]):
+        sys.stderr.write(f"exporter: error: {error}\n")
+        raise SystemExit(2)
+    raise error
+
+
+def started_as_command_line() -> bool:
+    """Whether this process is exporter's command line: ``python [options] -m exporter ...``
+    or the ``exporter`` console script."""
+    argv = list(getattr(sys, "orig_argv", sys.argv))
+    options = iter(argv[1:])
+    for arg in options:
+        if arg == "-m":
+            return next(options, None) == "exporter"
+        if arg.startswith("-m"):
+            return arg == "-mexporter"
+        if arg in ("-X", "-W"):  # Python's options that take a value
+            next(options, None)
+        elif arg == "-c" or not arg.startswith("-"):
+            break
+    return bool(sys.argv) and pathlib.Path(sys.argv[0]).stem == "exporter"

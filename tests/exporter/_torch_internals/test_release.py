@@ -63,3 +63,50 @@ def test_an_unsupported_release_may_be_tried_on_the_plain_path():
     done = _import_exporter_as("2.16.0", **{release.ALLOW_UNSUPPORTED: "1"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == repr(FastPaths())
+
+
+def _command_line_as(version: str, tmp_path: pathlib.Path, *args: str, script: bool = False) -> subprocess.CompletedProcess:
+    """The command line in a process whose torch says it is ``version`` (set by a sitecustomize
+    before anything imports exporter)."""
+    (tmp_path / "sitecustomize.py").write_text(f"import torch\ntorch.__version__ = {version!r}\n")
+    environment = {k: v for k, v in os.environ.items() if k != release.ALLOW_UNSUPPORTED}
+    environment["PYTHONPATH"] = os.pathsep.join([str(tmp_path), environment.get("PYTHONPATH", "")])
+    command = [str(pathlib.Path(sys.executable).with_name("exporter"))] if script else [sys.executable, "-m", "exporter"]
+    return subprocess.run([*command, *args], capture_output=True, text=True, env=environment, cwd=ROOT)
+
+
+@pytest.mark.parametrize("script", [False, True], ids=["python -m exporter", "exporter script"])
+def test_the_command_line_refuses_an_unsupported_release_with_one_line_and_exit_2(tmp_path, script):
+    done = _command_line_as("2.12.1", tmp_path, "examples/mlp.py:MLP", script=script)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "exporter: error: exporter supports torch 2.13 to 2.15 and found torch 2.12.1: install a supported release "
+        f"(pip install 'torch>=2.13,<2.16'), or set {release.ALLOW_UNSUPPORTED}=1 to try this one with the fast "
+        "paths off"
+    ]
+    assert done.stdout == ""
+
+
+def test_the_command_line_shows_the_refusals_traceback_with_verbose(tmp_path):
+    done = _command_line_as("2.12.1", tmp_path, "examples/mlp.py:MLP", "--verbose")
+    assert done.returncode == 1
+    assert "Traceback (most recent call last)" in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("exporter.UnsupportedTorch: exporter supports torch")
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["python", "-m", "exporter", "m.py:M"], True),
+        (["python", "-X", "importtime", "-m", "exporter"], True),
+        (["python", "-mexporter"], True),
+        (["python", "-m", "pytest"], False),
+        (["python", "-c", "import exporter"], False),
+        (["python", "serve.py"], False),
+        (["python", "/venv/bin/exporter", "check"], True),
+    ],
+)
+def test_the_command_line_is_told_from_other_programs(monkeypatch, argv, expected):
+    monkeypatch.setattr(sys, "orig_argv", argv)
+    monkeypatch.setattr(sys, "argv", ["-c"] if "-c" in argv else argv[1:] if argv[1] != "-m" else [argv[2]])
+    assert release.started_as_command_line() is expected
