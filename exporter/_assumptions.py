@@ -36,7 +36,11 @@ class AssumptionKind(enum.Enum):
 
 @attrs.frozen
 class Assumption:
+    """One place where the example inputs decided for the program, and whether the program
+    checks it when it runs."""
+
     kind: AssumptionKind
+    """Why the example had to decide."""
     assumed: str
     """What was taken, in the graph's terms: ``Ne(u0, 0) is True``, ``u1 is 3``."""
     location: str | None = None
@@ -49,11 +53,13 @@ class Assumption:
     checked: bool = False
     """Whether the program checks it when it runs (an assert node, or its input checks)."""
     occurrences: int = 1
+    """How many times the trace met it (a loop asks on every pass)."""
     flag: str | None = None
     """For a dynamic-shape assumption: its fix as ``--dynamic`` flags (``detail`` has it as a
     ``dynamic_shapes`` entry), which the command line shows instead."""
 
     def to_json(self) -> dict:
+        """The record as the JSON report writes it."""
         return {
             "kind": self.kind.value,
             "assumed": self.assumed,
@@ -77,6 +83,7 @@ class DraftReport:
     """Every assumption a draft export made; empty if the export needed none (it is sound)."""
 
     assumptions: tuple[Assumption, ...] = ()
+    """Each assumption, in the order the trace met them."""
 
     @property
     def sound(self) -> bool:
@@ -84,6 +91,7 @@ class DraftReport:
         return not self.assumptions
 
     def to_json(self) -> dict:
+        """``{"sound": ..., "assumptions": [...]}``, as the JSON report writes it."""
         return {"sound": self.sound, "assumptions": [a.to_json() for a in self.assumptions]}
 
     def __str__(self) -> str:

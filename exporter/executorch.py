@@ -37,12 +37,14 @@ class MethodLowering:
     """One method of a ``.pte`` file, as lowered."""
 
     name: str
+    """The method's name in the file (``forward``, ``prefill``)."""
     delegated: int
     """How many parts of the graph a backend took (calls of ``executorch_call_delegate``)."""
     outside_delegate: dict[str, int]
     """Ops left to ExecuTorch's portable kernels, by name, with their counts."""
 
     def to_json(self) -> dict[str, Any]:
+        """The method as the JSON report's artifacts rows write it."""
         return {"name": self.name, "delegated": self.delegated, "outside_delegate": dict(self.outside_delegate)}
 
 
@@ -51,11 +53,16 @@ class ExecuTorchFile:
     """What ``to_executorch`` wrote."""
 
     path: str
+    """The file's absolute path."""
     bytes: int
+    """Its size."""
     backend: str
+    """The backend it was lowered for (``xnnpack`` or ``portable``)."""
     methods: tuple[MethodLowering, ...]
+    """Each method in the file, in the order given."""
 
     def to_json(self) -> dict[str, Any]:
+        """The file as the JSON report's artifacts rows write it."""
         return {
             "path": self.path,
             "bytes": self.bytes,
@@ -80,10 +87,37 @@ def to_executorch(
 ) -> ExecuTorchFile:
     """Lower ``programs`` to ExecuTorch and write the ``.pte`` file at ``path``.
 
-    ``programs`` is one program (the method ``forward``) or ``{method name: program}``: the
-    prefill and decode of an LLM go into one file as two methods.  Buffers the programs
-    update keep their initial values in the file, as the model's state starts out.  Raises
-    ``LoweringError`` naming the op, the model's line it came from, and what to do.
+    Needs the ``executorch`` extra (``pip install 'torch-exporter[executorch]'``). Buffers the
+    programs update keep their initial values in the file, as the model's state starts out.
+
+    Args:
+        programs: one program (the file's method ``forward``), or ``{method name: program}``:
+            the prefill and decode steps of an LLM go into one file as two methods.
+        path: where to write the ``.pte`` file.
+        backend: ``"xnnpack"`` (the default) delegates what XNNPACK runs to it;
+            ``"portable"`` keeps every op on ExecuTorch's portable kernels.
+
+    Returns:
+        What was written: the file's path and size, the backend, and per method the ops
+        delegated to the backend and those left to the portable kernels.
+
+    Raises:
+        InputSpecError: ``backend`` is not one of ``xnnpack``, ``portable``; ``programs`` is
+            not an ExportedProgram or a non-empty mapping of them; ExecuTorch is not installed.
+        LoweringError: ExecuTorch refused the program; the error names the op, the model's
+            line it came from, and what to do.
+
+    Examples:
+        >>> import torch, exporter
+        >>> from exporter.executorch import load_executorch
+        >>> model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU()).eval()
+        >>> x = torch.randn(2, 16)
+        >>> ep = exporter.export(model, (x,))
+        >>> written = exporter.to_executorch(ep, "model.pte")
+        >>> written.backend, [m.name for m in written.methods]
+        ('xnnpack', ['forward'])
+        >>> run = load_executorch("model.pte", ep)
+        >>> torch.testing.assert_close(run(x), model(x))
     """
     if backend not in BACKENDS:
         raise InputSpecError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}", hint="choose xnnpack or portable")

@@ -11,7 +11,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from exporter._ir import PLACEHOLDER_PREFIXES
 from exporter._state import ExportState
-from exporter._torch_internals import HigherOrderOperator
+from exporter._torch_internals import HigherOrderOperator, higher_order_name
 
 __all__ = ["name_placeholders", "user_input_name"]
 
@@ -118,7 +118,7 @@ def name_placeholders(state: ExportState) -> bool:
 
 def _subgraph_operands(gm: torch.fx.GraphModule, node: torch.fx.Node):
     """(subgraph, operand nodes) pairs of a higher-order op, for the ops whose layout is known."""
-    name = getattr(node.target, "_name", None) or getattr(node.target, "__name__", "")
+    name = higher_order_name(node.target)
     args = node.args
     if name == "cond":
         _, true_graph, false_graph, operands = args

@@ -9,10 +9,9 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import default_decompositions
 from torch.export.graph_signature import InputKind
-from torch.fx.experimental.proxy_tensor import make_fx
 
 from exporter._state import ExportState
-from exporter._torch_internals import FakeTensorMode, OpOverload, has_composite_kernel, is_number_bound
+from exporter._torch_internals import FakeTensorMode, OpOverload, has_composite_kernel, is_number_bound, make_fx
 
 __all__ = ["layout_pin_nodes", "pin_variable_layouts", "possible_layouts"]
 

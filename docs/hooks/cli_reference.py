@@ -13,7 +13,12 @@ _MARKER = re.compile(r"<!-- cli-reference: (\w+) -->")
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """``text`` for a table cell: pipes escaped, and angle brackets outside code spans as
+    entities, so ``<Name>.pt2`` shows rather than vanishing as an HTML tag."""
+    parts = text.replace("|", "\\|").replace("\n", " ").split("`")
+    for i in range(0, len(parts), 2):  # the even parts lie outside backticks
+        parts[i] = parts[i].replace("<", "&lt;").replace(">", "&gt;")
+    return "`".join(parts)
 
 
 def _flags(action: argparse.Action) -> str:

@@ -38,6 +38,7 @@ __all__ = [
     "has_composite_kernel",
     "has_effects",
     "has_fake_kernel",
+    "higher_order_name",
     "HigherOrderOperator",
     "is_builtin_op",
     "is_traceable_wrapper_subclass",
@@ -218,3 +219,8 @@ def schema_of(op: OpOverload) -> torch.FunctionSchema:
 def overload_name(op: OpOverload) -> str:
     """``op``'s overload name: ``Tensor`` for ``aten.add.Tensor``, ``default`` for a plain one."""
     return op._overloadname
+
+
+def higher_order_name(op: HigherOrderOperator) -> str:
+    """The name ``op`` is registered under in ``torch.ops.higher_order`` (``cond``, ``map_impl``)."""
+    return op.name()

@@ -27,6 +27,7 @@ __all__ = [
     "DataDependentOutputException",
     "DynamicOutputShapeException",
     "effect_tokens",
+    "FAKE_TENSOR_LOGGER",
     "fake_dispatch_through",
     "fake_impls",
     "fake_utils",
@@ -144,3 +145,8 @@ FAKE_REAL_CHECK = (fake_utils, "_check_fake_real_tensors")
 """Where a draft trace's fake tensors are compared with the real ones (owner, attribute name),
 for the patches to replace; the function is called as
 ``check(real_out, fake_out, context, sizes, strides, storage_offset, requires_grad)``."""
+
+
+FAKE_TENSOR_LOGGER: str = FakeTensor.__module__
+"""The logger of torch's fake tensors, named after their module: it logs a failing meta
+kernel's traceback at ERROR level, though the failure also reaches the caller as an exception."""

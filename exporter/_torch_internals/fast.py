@@ -48,6 +48,7 @@ __all__ = [
     "program_module_factory",
     "PROXY_MODE_KEY",
     "ProxyTorchDispatchMode",
+    "set_proxy_mode_fields",
     "shape_env_facts",
     "shape_env_version",
     "snapshot_fake",
@@ -441,6 +442,17 @@ PROXY_MODE_KEY = torch._C._TorchDispatchModeKey.PROXY
 ProxyTorchDispatchMode = proxy_tensor.ProxyTorchDispatchMode
 """make_fx's dispatch mode.  torch accepts only its instances in the pre-dispatch slot
 (``torch._ops._set_mode_pre_dispatch``), so a recorder there must be one."""
+
+
+def set_proxy_mode_fields(mode: ProxyTorchDispatchMode) -> None:
+    """Set the private fields torch reads from a proxy mode on ``mode``, one of a subclass
+    whose ``__init__`` does not run ``ProxyTorchDispatchMode.__init__``, to the values that
+    sets for a pre-dispatch trace: its infra-mode slot, no decomposition tables entered,
+    no fake constants allowed, an error on data-dependent ops."""
+    mode._mode_key = PROXY_MODE_KEY
+    mode._decomposition_table_stack = []
+    mode._allow_fake_constant = False
+    mode._error_on_data_dependent_ops = True
 
 PreDispatchTorchFunctionMode = proxy_tensor.PreDispatchTorchFunctionMode
 """make_fx's function mode for pre-dispatch traces: records ``_set_grad_enabled`` and the

@@ -14,6 +14,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.utils.stateless import _reparametrize_module as reparametrize_module
 
 __all__ = [
+    "EXPORT_ROOT",
     "make_fx",
     "module_stack_tracer",
     "ModuleCallEntry",
@@ -30,6 +31,12 @@ __all__ = [
     "use_lazy_graph_module",
 ]
 
+
+EXPORT_ROOT = "_export_root"
+"""The attribute torch.export's non-strict tracer holds the traced module under (exporter's
+holder too): torch strips it from module-stack paths (``torch.export._trace._strip_root``),
+and AOT autograd finds the module through it from a traced function's ``_orig_mod`` (which
+``record_module_calls`` sets)."""
 
 
 def module_stack_tracer() -> type:

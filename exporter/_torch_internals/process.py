@@ -11,6 +11,7 @@ import torch
 __all__ = [
     "hop_compile_entry",
     "compiler_flags",
+    "DYNAMO_MODULE",
     "dynamo_compile_lock",
     "forget_compiled",
     "hop_compile_module",
@@ -19,6 +20,10 @@ __all__ = [
     "set_compiler_flags",
 ]
 
+
+DYNAMO_MODULE = "torch._dynamo"
+"""Dynamo's package, by name: for a process to import ahead of the exports it will run (an
+export imports it on first use), without importing it here."""
 
 
 def compiler_flags() -> tuple[bool, bool]:

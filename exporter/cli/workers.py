@@ -31,6 +31,7 @@ from typing import Any
 import attrs
 
 from .._errors import AbortError, Category, ErrorInfo, InputSpecError
+from .._torch_internals import DYNAMO_MODULE
 from .memory import resident_memory
 
 __all__ = ["DEFAULT_TIMEOUT", "Limits", "Outcome", "parse_timeout", "run_isolated"]
@@ -46,7 +47,7 @@ by what it can touch in that time before it is stopped."""
 _GRACE = 0.3
 """Seconds a timed-out worker gets to write its stack before it is killed."""
 
-_PRELOAD = ["torch", "torch._dynamo", "exporter.cli.job"]
+_PRELOAD = ["torch", DYNAMO_MODULE, "exporter.cli.job"]
 """Imported once in the fork server. An export imports Dynamo on first use (one to two seconds
 of every model's time if each worker did it); importing starts no thread, so forking after it
 is safe.

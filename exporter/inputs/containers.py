@@ -222,9 +222,34 @@ def register_container(cls: type) -> type:
     """Make ``cls`` a pytree container whose tensor-holding attributes are its children.
 
     Call it once per class, before exporting a model that takes or returns such objects
-    (and before ``torch.export.load`` of a program that does).  Returns ``cls``, so it can
-    decorate a class definition.  A class already registered (by exporter, by its library,
-    or by the user) is left as it is.
+    (and before ``torch.export.load`` of a program that does). A class already registered (by
+    exporter, by its library, or by the user) is left as it is.
+
+    Args:
+        cls: a plain class whose instances keep their state in attributes (``__dict__``).
+
+    Returns:
+        ``cls`` itself, so it also works as a class decorator.
+
+    Raises:
+        TypeError: ``cls`` is not a class, or cannot be flattened by its attributes (a
+            dataclass: use ``torch.export.register_dataclass``; a tuple, list or dict
+            subclass, or a class without ``__dict__``: use pytree's
+            ``register_pytree_node``).
+
+    Examples:
+        >>> import torch, exporter
+        >>> @exporter.register_container
+        ... class Boxes:
+        ...     def __init__(self, xyxy, scores):
+        ...         self.xyxy, self.scores = xyxy, scores
+        >>> class Head(torch.nn.Module):
+        ...     def forward(self, x):
+        ...         return Boxes(x[:, :4], x[:, 4].sigmoid())
+        >>> ep = exporter.export(Head(), (torch.randn(3, 5),))
+        >>> out = ep.module()(torch.randn(3, 5))
+        >>> type(out).__name__, out.xyxy.shape
+        ('Boxes', torch.Size([3, 4]))
     """
     if not isinstance(cls, type):
         raise TypeError(f"register_container takes a class, got {type(cls).__name__}")

@@ -31,7 +31,6 @@ from ..._torch_internals import (
 )
 from ..._torch_internals.fast import (
     storage_key,
-    PROXY_MODE_KEY,
     PreDispatchTorchFunctionMode,
     ProxyTorchDispatchMode,
     active_fake_mode,
@@ -45,6 +44,7 @@ from ..._torch_internals.fast import (
     is_compiled_module,
     needs_exact_strides,
     node_name_for,
+    set_proxy_mode_fields,
     snapshot_fake,
     tensor_meta,
 )
@@ -449,15 +449,12 @@ class TrainingRecorder(Recorder, ProxyTorchDispatchMode):
 
     def __init__(self, root: torch.nn.Module, on_node: NodeHook | None, shape_env: Any = None) -> None:
         Recorder.__init__(self, root, on_node, shape_env, PRE_DISPATCH)
-        self._mode_key = PROXY_MODE_KEY
+        set_proxy_mode_fields(self)
         self.pre_dispatch = True
         self.tracing_mode = "fake"
         self.enter_stack: list[Any] = []
         self.decomposition_table: dict = {}
-        self._decomposition_table_stack: list[Any] = []
         self.decomp_layers = 0
-        self._allow_fake_constant = False
-        self._error_on_data_dependent_ops = True
         self.emulate_precision_casts = False
 
     @property

@@ -55,3 +55,8 @@ def test_plain_alias_of_a_parameter_is_a_plain_tensor_on_its_data_under_any_mode
     assert type(alias) is torch.Tensor and not alias.requires_grad
     alias[0] = 5.0
     assert parameter[0].item() == 5.0
+
+
+def test_higher_order_ops_are_named_as_torch_ops_higher_order_lists_them():
+    for name in ("cond", "map_impl", "wrap_with_set_grad_enabled"):
+        assert internals.higher_order_name(getattr(torch.ops.higher_order, name)) == name

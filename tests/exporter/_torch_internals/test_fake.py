@@ -40,3 +40,11 @@ def test_a_traced_tensors_fake_and_the_real_value_it_carries():
     assert type(value) is torch.Tensor and value.tolist() == [2, 4, 6] and array.tolist() == [2, 4, 6]
     plain_mode = internals.FakeTensorMode()  # without real-value propagation
     assert internals.real_value(plain_mode.from_tensor(torch.zeros(2))) is None
+
+
+def test_fake_tensors_log_on_the_fake_tensor_logger():
+    import logging
+
+    from torch._subclasses import fake_tensor
+
+    assert logging.getLogger(internals.FAKE_TENSOR_LOGGER) is fake_tensor.log

@@ -281,3 +281,22 @@ def test_lazily_known_tells_answers_held_without_computing_them():
     assert fast.lazily_known(squashed)[0] != ""
     assert isinstance(squashed.numel(), torch.SymInt)
     assert fast.lazily_known(squashed)[0] == ""
+
+
+def test_a_mode_given_the_proxy_mode_fields_holds_what_make_fxs_pre_dispatch_mode_holds():
+    from torch.fx.experimental.proxy_tensor import PythonKeyTracer, get_proxy_mode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Mode(fast.ProxyTorchDispatchMode):
+        def __init__(self):
+            TorchDispatchMode.__init__(self)  # not make_fx's __init__
+            self.enter_stack = []
+
+    mode = Mode()
+    fast.set_proxy_mode_fields(mode)
+    made = fast.ProxyTorchDispatchMode(PythonKeyTracer(), "fake", pre_dispatch=True)
+    for name in ("_mode_key", "_decomposition_table_stack", "_allow_fake_constant", "_error_on_data_dependent_ops"):
+        assert getattr(mode, name) == getattr(made, name), name
+    with mode:  # the mode key puts it in make_fx's infra-mode slot
+        assert get_proxy_mode() is mode
+    assert get_proxy_mode() is None

@@ -14,3 +14,10 @@ def test_compiler_flags_round_trip():
     finally:
         internals.set_compiler_flags(*saved)
     assert internals.compiler_flags() == saved
+
+
+def test_the_dynamo_module_is_the_package_whose_config_is_looked_for():
+    import importlib
+
+    dynamo = importlib.import_module(internals.DYNAMO_MODULE)
+    assert internals.loaded_dynamo_config() is dynamo.config
