@@ -13,6 +13,8 @@ programs to an ExecuTorch file (with the ``executorch`` extra).
 from importlib import metadata as _metadata
 
 from ._assumptions import Assumption, AssumptionKind, DraftReport
+from ._branch_report import BranchDecision, BranchReport
+from ._notes import Note, NoteKind
 from ._errors import (
     Category,
     AbortError,
@@ -46,6 +48,10 @@ __all__ = [
     "Assumption",
     "AssumptionKind",
     "DraftReport",
+    "BranchReport",
+    "BranchDecision",
+    "Note",
+    "NoteKind",
     "Category",
     "ErrorInfo",
     "ExportError",

@@ -29,3 +29,8 @@ class ExportOptions:
     fast_paths: bool | None = None
     """True or False turns every fast path on or off; None leaves it to ``EXPORTER_FAST_PATHS``
     and the running torch release (``exporter.trace.fast``)."""
+    branches: str = "capture"
+    """Where forward branches on a tensor's value: ``capture`` (both sides, as torch.cond),
+    ``refuse`` (fail naming the line) or ``draft`` (follow the example, as ``draft=True``)."""
+    max_branch_runs: int = 32
+    """How many runs of forward branch capture may make (one per decision, and one)."""

@@ -21,9 +21,11 @@ from ._errors import Category, ConstraintError, InputSpecError, PassError, Trace
 from ._program import build_program
 from ._state import ExportState
 from ._timing import StageTimer
+from .branches import BRANCH_MODES, DEFAULT_MAX_RUNS, capture
 from .constraints import check_constraints, range_constraints
 from .inputs import BoundInputs, bind_inputs, plan_dynamic_shapes, relaxed_dynamic_shapes
-from .experts import check_against_unswitched, experts_implementation_applied, suggest_switch
+from ._notes import Note, NoteKind
+from .experts import automatic_experts_implementation, check_against_unswitched, experts_implementation_applied, suggest_switch
 from .trace import trace
 from .trace.call_signatures import recording_calls
 from .trace.draft import mark_checked
@@ -99,58 +101,87 @@ def export(
     experts_implementation: str | None = None,
     ir: str = "inference",
     fast_paths: bool | None = None,
+    branches: str = "capture",
+    max_branch_runs: int = DEFAULT_MAX_RUNS,
 ) -> torch.export.ExportedProgram:
-    """Export the module ``mod`` on example inputs to a functional ATen
-    ``torch.export.ExportedProgram``.
+    """Export ``mod`` on example inputs to a functional ATen ``torch.export.ExportedProgram``.
 
-    The program is equivalent to
-    ``torch.export.export(mod, args, kwargs, strict=False).run_decompositions({})``:
-    post-autograd, functional ATen (functional composite ops such as ``aten.linear`` kept
+    The program is the one
+    ``torch.export.export(mod, args, kwargs, strict=False).run_decompositions({})`` gives:
+    post-autograd, functional ATen (functional composites such as ``aten.linear`` kept
     whole), with a graph signature whose inputs are parameters (``p_``), buffers (``b_``),
-    constants (``c_``) and user inputs, and whose outputs are buffer/input mutations
-    followed by the user outputs.  ``mod`` is left exactly as it was, also on failure.
+    constants (``c_``) and user inputs, and whose outputs are buffer and input mutations
+    followed by the user outputs. ``mod`` is left exactly as it was, also on failure. The
+    parameters ``torch.export.export`` has are named as there and mean what they mean there,
+    so a call written for it works unchanged.
 
-    The parameters ``torch.export.export`` has are named as there and mean what they mean
-    there, so a call written for it, keywords included, works unchanged:
-    ``dynamic_shapes``; ``strict`` (exporter is non-strict: ``strict=True`` is refused);
-    ``preserve_module_call_signature``, paths of submodules whose calling convention the
-    program keeps in its module call graph, so ``torch.export.unflatten`` rebuilds them
-    callable and swappable as they were; ``prefer_deferred_runtime_asserts_over_guards``,
-    size conditions that decide no branch (a ``reshape`` needing a multiple of 4) become
-    runtime asserts in the program instead of constraint errors.
+    Args:
+        mod: the module to export; its parameters and buffers become program inputs.
+        args: positional example inputs of ``mod.forward``.
+        kwargs: keyword example inputs of ``mod.forward``.
+        dynamic_shapes: which input dimensions may vary, as for ``torch.export.export``: a
+            dict by ``forward()`` parameter name or a tuple in order, holding ``Dim``,
+            ``Dim.AUTO``/``Dim.DYNAMIC``/``Dim.STATIC`` per dimension, or an
+            ``AdditionalInputs``. None exports every size as the example's.
+        strict: must be False: exporter is non-strict (``strict=True`` is refused).
+        preserve_module_call_signature: paths of submodules whose calling convention the
+            program keeps in its module call graph, so ``torch.export.unflatten`` rebuilds
+            them callable and swappable.
+        prefer_deferred_runtime_asserts_over_guards: size conditions that decide no branch (a
+            ``reshape`` needing a multiple of 4) become runtime asserts in the program instead
+            of constraint errors.
+        draft: where the export would stop on a data-dependent branch or loop, an operator
+            without a fake kernel, or a ``dynamic_shapes`` spec the model does not fit, take
+            what the example inputs do and go on; each assumption is checked when the program
+            runs where it can be, and listed in ``ep.draft_report`` (a ``DraftReport``).
+        experts_implementation: ``"batched_mm"`` or ``"grouped_mm"``: trace a transformers
+            model's mixture-of-experts blocks with that implementation instead of their
+            data-dependent loop, then check the program against the model as configured on
+            the example inputs. The model's setting is restored.
+        ir: ``"inference"`` (the default) for the program above; ``"training"`` for
+            torch.export's training IR, what ``torch.export.export`` returns before
+            ``run_decompositions``: pre-dispatch ATen, autograd-visible, in-place writes kept
+            as called, grad-mode and autocast blocks as higher-order ops. What pt2e
+            quantization and fine-tuning start from.
+        fast_paths: False traces with make_fx and torch's own fake-tensor machinery only; True
+            takes every fast path (``exporter.trace.fast``) even where a torch release has not
+            proven them; None (the default) follows ``EXPORTER_FAST_PATHS``, else the paths
+            proven on the running release. The program is the same either way.
+        branches: where forward branches on a tensor's value (``if x.sum() > 0:``,
+            ``.item()`` compared, ``.any()``, a size only the data decides): ``"capture"``
+            (the default) traces each side and joins them with ``torch.cond``, so the program
+            is right on inputs that take either side, and ``ep.branch_report`` lists each
+            decision; ``"refuse"`` fails there, naming the line; ``"draft"`` follows the
+            example's side and checks it when the program runs (as ``draft=True``).
+        max_branch_runs: how many runs of forward branch capture may make: one, and one more
+            for each decision's other side. Past it the export fails naming the line.
 
-    ``draft=True``: where the export would stop on a data-dependent branch or loop, an
-    operator without a fake kernel, or a ``dynamic_shapes`` spec the model does not fit,
-    take what the example inputs do and keep going; each such assumption is checked when
-    the program runs where it can be, and listed in ``ep.draft_report`` (a ``DraftReport``:
-    kind, the user's source line, the value assumed).  Without it nothing is assumed.
-
-    ``ir="training"``: return torch.export's training IR instead, what
-    ``torch.export.export(model, args, kwargs, strict=False)`` returns before
-    ``run_decompositions``: pre-dispatch ATen (composites such as ``aten.linear`` and
-    ``aten.dropout`` whole), autograd-visible, in-place ops and buffer writes kept as they
-    were called (the signature has no mutation outputs), grad-mode and autocast blocks as
-    ``wrap_with_set_grad_enabled``/``wrap_with_autocast`` calls of subgraphs.  What
-    quantization (pt2e) and fine-tuning flows start from; ``ep.run_decompositions({})``
-    turns it into the default IR.
-
-    ``experts_implementation="batched_mm"`` (or ``"grouped_mm"``): trace a transformers
-    model's mixture-of-experts blocks with that implementation instead of their
-    data-dependent loop, then check the program against the model as configured on the
-    example inputs (``VerificationError`` if they differ).  The model's setting is restored.
-
-    ``fast_paths``: ``False`` traces with make_fx and torch's own fake-tensor machinery only,
-    ``True`` takes every fast path (``exporter.trace.fast``) even on a torch release where
-    they are not proven; the program is the same either way.  ``None`` (the default) follows
-    ``EXPORTER_FAST_PATHS``, else takes the fast paths proven on the running release.
+    Returns:
+        The program, a genuine ``torch.export.ExportedProgram``: ``torch.export.save`` and
+        ``load``, ``ep.module()``, ``ep.run_decompositions()``, AOTInductor and ExecuTorch take
+        it. With ``draft=True`` it carries ``ep.draft_report``.
 
     Raises:
         InputSpecError: ``args``/``kwargs`` do not fit ``mod.forward`` (also when the model
-            fails on them when run eagerly: the inputs, not the export, are wrong).
+            fails on them when run eagerly: the inputs, not the export, are wrong), or an
+            argument is invalid.
         TraceError: running the model on fake tensors failed, or did something a program
             cannot express; the error names the category and the user's source line.
-            ``ConstraintError`` (a TraceError) when the model does not fit ``dynamic_shapes``.
-        PassError, VerificationError: a bug in exporter (please report).
+        ConstraintError: the model does not fit ``dynamic_shapes`` (a ``TraceError``); each
+            violation comes with the spec to use.
+        PassError: a graph pass failed: a bug in exporter (please report it).
+        VerificationError: the program breaks a rule it must keep (a bug in exporter), or
+            with ``experts_implementation`` differs from the model as configured.
+
+    Examples:
+        >>> import torch, exporter
+        >>> from torch.export import Dim
+        >>> model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU()).eval()
+        >>> ep = exporter.export(model, (torch.randn(4, 16),), dynamic_shapes=({0: Dim("batch")},))
+        >>> [spec.arg.name for spec in ep.graph_signature.input_specs]
+        ['p_0_weight', 'p_0_bias', 'input']
+        >>> ep.module()(torch.randn(9, 16)).shape
+        torch.Size([9, 8])
     """
     options = ExportOptions(
         dynamic_shapes=dynamic_shapes,
@@ -161,6 +192,8 @@ def export(
         experts_implementation=experts_implementation,
         ir=ir,
         fast_paths=fast_paths,
+        branches=branches,
+        max_branch_runs=max_branch_runs,
     )
     return export_timed(mod, args, kwargs, options).program
 
@@ -208,6 +241,13 @@ def export_timed(
             hint="pass ir='inference' (functional post-autograd ATen, the default) or ir='training' "
             "(torch.export's pre-dispatch training IR)",
         )
+    if o.branches not in BRANCH_MODES:
+        raise InputSpecError(
+            f"branches={o.branches!r} is not a way of exporting branches on tensor values",
+            hint="pass branches='capture' (both sides as torch.cond, the default), 'refuse' or 'draft'",
+        )
+    if o.branches == "draft" and not o.draft:
+        o = attrs.evolve(o, draft=True)
     try:
         fast = FastPaths.resolve(o.fast_paths)
     except ValueError as e:
@@ -217,7 +257,12 @@ def export_timed(
     dynamic_shapes = o.dynamic_shapes
     plan = plan_dynamic_shapes(model, bound, dynamic_shapes) if dynamic_shapes is not None else None
     timer.lap("inputs")
-    with experts_implementation_applied(model, o.experts_implementation):
+    # A loop over the experts a batch hits is one no capture can join: where the library
+    # offers an implementation without it, take that one, held to the model as configured.
+    switched = o.experts_implementation
+    if switched is None and o.branches == "capture" and not o.draft:
+        switched = automatic_experts_implementation(model)
+    with experts_implementation_applied(model, switched):
         state = _trace(model, bound, plan, o, fast)
         timer.lap("trace")
         try:
@@ -253,8 +298,22 @@ def export_timed(
         program.draft_report = DraftReport(tuple(state.assumptions))
         if state.assumptions:
             draft_log.warning("%s\n(the program is in ep.draft_report)", program.draft_report)
-    if o.experts_implementation is not None:
-        check_against_unswitched(program, model, bound.args, bound.kwargs, o.experts_implementation)
+    program.notes = tuple(state.notes)
+    if state.branch_report is not None:
+        program.branch_report = state.branch_report
+        log.info("%s", state.branch_report)
+    for note in state.notes:
+        log.warning("%s", note)
+    if switched is not None:
+        check_against_unswitched(program, model, bound.args, bound.kwargs, switched)
+    if switched is not None and o.experts_implementation is None:
+        note = Note(NoteKind.EXPERTS_SWITCHED, (
+            f"{type(model).__name__}'s mixture-of-experts blocks loop over the experts a batch hits; the program "
+            f"runs them with experts_implementation={switched!r} instead, checked against the model as "
+            "configured on the example inputs"
+        ))
+        program.notes = (*program.notes, note)
+        log.info("%s", note)
     timer.lap("program")
     return ExportResult(program, timer.timings, bound, plan)
 
@@ -262,10 +321,18 @@ def export_timed(
 def _trace(model: torch.nn.Module, bound: BoundInputs, plan: Any, options: ExportOptions, fast: FastPaths) -> ExportState:
     try:
         with recording_calls(model, options.preserve_module_call_signature) as calls:
-            state = trace(
-                model, bound, plan, fast=fast, draft=options.draft,
-                prefer_deferred_runtime_asserts_over_guards=options.prefer_deferred_runtime_asserts_over_guards, training=options.ir == "training",
-            )
+            if options.branches == "capture" and not options.draft:
+                state = capture(
+                    model, bound, plan, fast=fast,
+                    prefer_deferred_runtime_asserts_over_guards=options.prefer_deferred_runtime_asserts_over_guards,
+                    training=options.ir == "training", max_runs=options.max_branch_runs,
+                )
+            else:
+                state = trace(
+                    model, bound, plan, fast=fast, draft=options.draft,
+                    prefer_deferred_runtime_asserts_over_guards=options.prefer_deferred_runtime_asserts_over_guards,
+                    training=options.ir == "training",
+                )
         state.preserved_calls = [call for graph, call in calls if graph is state.gm.graph]
         return state
     except TraceError as e:

@@ -11,7 +11,9 @@ from torch.export.graph_signature import ExportGraphSignature, InputSpec, Output
 from torch.utils._pytree import KeyPath, TreeSpec
 
 from ._assumptions import Assumption
+from ._branch_report import BranchReport
 from ._dims import DynamicPlan
+from ._notes import Note
 from ._torch_internals import (
     EqualityConstraint,
     FakeTensorMode,
@@ -104,6 +106,10 @@ class ExportState:
     """The equalities the ``dynamic_shapes`` spec declares (shared and derived Dims)."""
     assumptions: list[Assumption] = attrs.field(factory=list)
     """What a draft export took from the example inputs (always empty otherwise)."""
+    notes: list[Note] = attrs.field(factory=list)
+    """What the program does differently from eager (a buffer replaced with another shape)."""
+    branch_report: BranchReport | None = None
+    """The branches on tensor values the program captured as torch.cond (None: none)."""
     preserved_calls: list[PreservedCall] = attrs.field(factory=list)
     """The calls of the submodules whose call signature the program keeps, in call order."""
     training: bool = False

@@ -23,7 +23,9 @@ import torch.utils._pytree as pytree
 from ._errors import Category, InputSpecError, TraceError, VerificationError
 
 __all__ = [
+    "AUTOMATIC_EXPERTS_IMPLEMENTATION",
     "EXPERTS_IMPLEMENTATIONS",
+    "automatic_experts_implementation",
     "check_against_unswitched",
     "experts_blocks",
     "experts_implementation_applied",
@@ -33,6 +35,10 @@ __all__ = [
 EXPERTS_IMPLEMENTATIONS = ("batched_mm", "grouped_mm")
 """The experts implementations that export (no data-dependent loop)."""
 
+
+AUTOMATIC_EXPERTS_IMPLEMENTATION = "batched_mm"
+"""What an export switches a looping experts block to when the user chose none: it runs on
+every device torch does (``grouped_mm`` needs kernels some CPUs and releases lack)."""
 
 _DISPATCHER_FILE = os.path.join("transformers", "integrations", "moe.py")
 
@@ -51,6 +57,17 @@ def experts_blocks(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
 
 def _switchable(model: torch.nn.Module) -> bool:
     return callable(getattr(model, "set_experts_implementation", None)) and bool(experts_blocks(model))
+
+
+def automatic_experts_implementation(model: torch.nn.Module) -> str | None:
+    """The implementation to export ``model``'s experts blocks with when the user chose none:
+    ``AUTOMATIC_EXPERTS_IMPLEMENTATION`` where one of them runs its loop over the experts a
+    batch hits (``eager``, transformers' default for some models), else None."""
+    if not _switchable(model):
+        return None
+    configured = model.get_experts_implementation()
+    values = configured.values() if isinstance(configured, dict) else [configured]
+    return AUTOMATIC_EXPERTS_IMPLEMENTATION if any(v in (None, "eager") for v in values) else None
 
 
 @contextlib.contextmanager

@@ -41,6 +41,7 @@ class ModuleStatus(enum.Enum):
     OK = "ok"
     """Exports on its own, and so does everything in it (not descended into)."""
     FAILED = "failed"
+    """Fails to export on its own; its children were tried."""
     NOT_CALLED = "not called"
     """Not called in the eager run (a container such as ``ModuleList``, or unused)."""
     SKIPPED = "skipped"
@@ -54,15 +55,19 @@ class SubmoduleNode:
     name: str
     """Qualified name in the model (``encoder.layer.0.attention``); ``""`` for the model itself."""
     class_name: str
+    """The module's class (``BertAttention``)."""
     status: ModuleStatus
+    """What exporting it on its own gave."""
     calls: int = 0
     """Times it was called in the eager run; it was exported on the inputs of the first."""
     error: ErrorInfo | None = None
+    """Why its export failed (None unless ``FAILED``)."""
     seconds: float | None = None
     """Time its export took (None when it was not tried)."""
     frontier: bool = False
     """Failed, with nothing failing below it: the problem is here."""
     children: list[SubmoduleNode] = attrs.field(factory=list)
+    """Its submodules, when it failed and was descended into."""
 
     def walk(self) -> Iterator[SubmoduleNode]:
         """This node, then its descendants, depth first."""
@@ -71,6 +76,7 @@ class SubmoduleNode:
             yield from child.walk()
 
     def to_json(self) -> dict[str, Any]:
+        """The node and its children as the JSON report writes them (the error's headline only)."""
         error = None
         if self.error is not None:
             error = {**self.error.to_json(), "message": self.error.headline}
@@ -91,6 +97,7 @@ class SubmoduleReport:
     """The tree of modules tried, from the model down to where exporting starts to work."""
 
     root: SubmoduleNode
+    """The model's own node; its children are the submodules tried."""
     seconds: float
     """The eager run and every export tried."""
 
@@ -107,6 +114,7 @@ class SubmoduleReport:
         raise KeyError(name)
 
     def to_json(self) -> dict[str, Any]:
+        """The report as ``--report-submodules --json`` writes it."""
         return {
             "seconds": round(self.seconds, 6),
             "frontier": [n.name for n in self.frontier],
@@ -226,16 +234,41 @@ def report_submodules(
 
     The model runs eagerly once (without grad, in its current train/eval mode) to record the
     inputs each submodule is first called with; each is exported on those (static shapes;
-    non-tensor inputs become constants, as in ``export``).  A module that exports is not
-    descended into.  A module never called is ``not called``; one deeper than ``max_depth``
-    (the model is depth 0) is ``skipped``; a module reachable under two names is listed
-    once.  ``export_fn(module, args, kwargs)`` exports (default ``exporter.export``);
-    ``root_error`` is the model's own failure when already known (the model is then not
-    exported again, e.g. when it failed with a ``dynamic_shapes`` spec).
+    non-tensor inputs become constants, as in ``export``). A module that exports is not
+    descended into. A module never called is ``not called``; one deeper than ``max_depth`` is
+    ``skipped``; a module reachable under two names is listed once. The model is left as it
+    was: hooks removed, attributes, training flags, parameters and buffers (BatchNorm
+    statistics the eager run updated) restored, also on failure.
 
-    The model is left as it was: hooks removed, attributes, training flags, parameters
-    and buffers (BatchNorm statistics the eager run updated) restored, also on failure.
-    Raises ``InputSpecError`` when the model fails in the eager run: the inputs do not fit it.
+    Args:
+        model: the model whose export fails (or may fail).
+        args: its positional example inputs.
+        kwargs: its keyword example inputs.
+        max_depth: how deep to descend (the model is depth 0); None for no limit.
+        export_fn: how to export a module: ``export_fn(module, args, kwargs)``, by default
+            ``exporter.export``.
+        root_error: the model's own failure when it is already known (with a
+            ``dynamic_shapes`` spec, say); the model is then not exported again.
+
+    Returns:
+        The tree of modules, each with its status (``ok``, ``failed``, ``not called``,
+        ``skipped``) and error; ``frontier`` lists the failing modules whose children all
+        export, where the problem lies.
+
+    Raises:
+        InputSpecError: the model fails in the eager run: the inputs do not fit it.
+
+    Examples:
+        >>> import torch, exporter
+        >>> class Gate(torch.nn.Module):
+        ...     def forward(self, x):
+        ...         for _ in range(x.gt(0).sum()):
+        ...             x = x * 0.5
+        ...         return x
+        >>> model = torch.nn.Sequential(torch.nn.Linear(8, 8), Gate()).eval()
+        >>> report = exporter.report_submodules(model, (torch.randn(2, 8),))
+        >>> report.root.status, [(node.name, node.error.category.value) for node in report.frontier]
+        (<ModuleStatus.FAILED: 'failed'>, [('1', 'data-dependent control flow')])
     """
     kwargs = {} if kwargs is None else kwargs
     start = time.perf_counter()

@@ -67,9 +67,29 @@ def eliminate_dead_code(state: ExportState) -> bool:
             if module is not state.gm:
                 module.recompile()
     if changed:
-        state.gm.delete_all_unused_submodules()
+        _delete_unused_submodules(state.gm)
         _delete_unused_tensor_attributes(state.gm)
     return changed
+
+
+def _delete_unused_submodules(gm: torch.fx.GraphModule) -> None:
+    """Delete the submodules no graph reads, at any depth.  torch.fx's own
+    ``delete_all_unused_submodules`` counts only the top graph's reads, so it deletes the
+    subgraphs of a higher-order op inside a subgraph (a cond inside a cond's branch)."""
+    used: set[str] = set()
+    for path, module in gm.named_modules():
+        if isinstance(module, torch.fx.GraphModule):
+            for node in module.graph.nodes:
+                if node.op in ("get_attr", "call_module"):
+                    atoms = f"{path}.{node.target}".split(".") if path else str(node.target).split(".")
+                    used.update(".".join(atoms[: k + 1]) for k in range(len(atoms)))
+    unused = sorted((p for p, _ in gm.named_modules() if p and p not in used), key=lambda p: p.count("."))
+    for path in unused:
+        try:
+            gm.get_submodule(path)
+        except AttributeError:  # under a module already deleted
+            continue
+        gm.delete_submodule(path)
 
 
 def _eliminate(graph: torch.fx.Graph, kept: Callable[[torch.fx.Node], bool]) -> bool:

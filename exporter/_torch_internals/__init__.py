@@ -11,8 +11,9 @@ from .release import check_supported
 
 check_supported()
 
-from . import artifacts, dispatch, fake, fx, modules, process, shapes, training  # noqa: E402
+from . import artifacts, control_flow, dispatch, fake, fx, modules, process, shapes, training  # noqa: E402
 from .artifacts import *  # noqa: E402,F403
+from .control_flow import *  # noqa: E402,F403
 from .dispatch import *  # noqa: E402,F403
 from .fake import *  # noqa: E402,F403
 from .fx import *  # noqa: E402,F403
@@ -24,6 +25,7 @@ from .training import *  # noqa: E402,F403
 
 __all__ = [
     *artifacts.__all__,
+    *control_flow.__all__,
     *dispatch.__all__,
     *fake.__all__,
     *fx.__all__,

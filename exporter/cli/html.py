@@ -282,6 +282,30 @@ def _draft(report) -> str:
             + _table(["#", "kind", "where", "assumed", "checked at run time"], rows))
 
 
+def _branches(report) -> str:
+    """The values the program branches on (captured as torch.cond), and the notes on what it
+    does differently from eager."""
+    parts = []
+    branches = getattr(report, "branches", None)
+    if branches is not None:
+        rows = []
+        for i, d in enumerate(branches.decisions, 1):
+            where = f"<span class='mono'>{_e(d.location or '?')}</span>" + (f"<pre class='mono'>{_e(d.code)}</pre>" if d.code else "")
+            if d.within:
+                where += f"<div class='sub'>inside the branch at {_e(d.within[-1])}</div>"
+            predicate = f"<span class='mono'>{_e(d.predicate)}</span>" + "".join(f"<div class='sub'>{_e(s)}</div>" for s in d.symbols)
+            rows.append([str(i), where, predicate, str(d.uses), str(d.conds)])
+        parts.append(f"<h2>Branches on tensor values: {len(branches.decisions)}, captured as torch.cond from {branches.runs} runs</h2>"
+                     + _table(["#", "where", "predicate", "uses", "conds"], rows, numeric=(3, 4)))
+    notes = getattr(report, "notes", ())
+    if notes:
+        parts.append("<h2>Notes</h2>" + "".join(
+            f"<div class='sub'><b>{_e(n.kind.value)}</b>{f' at <span class=mono>{_e(n.location)}</span>' if n.location else ''}: {_e(n.message)}</div>"
+            for n in notes
+        ))
+    return "".join(parts)
+
+
 def _artifacts(report) -> str:
     if not report.artifacts:
         return ""
@@ -297,7 +321,7 @@ def _section(report, anchor: str) -> str:
         body.append(_inputs(report))
     if report.signature:
         body += [_signature(report), _dims(report), _ops(report), _module_tree(report), _graph(report, anchor)]
-    body += [_draft(report), _verification(report), _artifacts(report), _timings(report)]
+    body += [_draft(report), _branches(report), _verification(report), _artifacts(report), _timings(report)]
     versions = ", ".join(f"{k} {v}" for k, v in report.versions.items())
     if versions:
         body.append(f"<div class='sub' style='margin-top:16px'>{_e(versions)}</div>")

@@ -20,7 +20,9 @@ import torch.utils._pytree as pytree
 
 from .._errors import AbortError, Category, ConstraintError, ErrorInfo
 from .._options import ExportOptions
+from .._branch_report import branch_report
 from .._dims import dim_names
+from .._notes import notes_of
 from .._pipeline import ExportResult, export_timed
 from .._timing import StageTimer
 from ..constraints.fixes import constraint_report
@@ -192,6 +194,7 @@ def _export(job: _Job) -> None:
     options = ExportOptions(
         dynamic_shapes=job.dynamic_shapes,
         draft=settings.draft,
+        branches=settings.branches,
         experts_implementation=settings.experts_implementation,
         ir=settings.ir,
     )
@@ -207,6 +210,8 @@ def _export(job: _Job) -> None:
         timer.lap("decompose")
     report.program = job.program
     report.draft = getattr(job.program, "draft_report", None)
+    report.branches = branch_report(job.result.program)
+    report.notes = list(notes_of(job.result.program))
     if report.draft is not None and settings.dynamic:  # the spec came as flags: fixes as flags
         report.draft = attrs.evolve(report.draft, assumptions=tuple(
             attrs.evolve(a, detail=f"fix: {_on_declaring_flag(a.flag, settings.dynamic)}") if a.flag else a

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from .._errors import ErrorInfo, InputSpecError
 from .._options import IR_LEVELS
+from .._torch_internals import FAKE_TENSOR_LOGGER
 from ..experts import EXPERTS_IMPLEMENTATIONS
 from ..executorch import BACKENDS, require_executorch
 from .artifacts import DECOMPOSITIONS, require_onnx
@@ -89,6 +90,13 @@ def _export_parser() -> argparse.ArgumentParser:
         help="where the export would stop (a branch on a tensor's value, an op without a fake kernel, "
         "a dynamic shape the model does not fit), take what the example inputs do, check it at run "
         "time where possible, and list every assumption",
+    )
+    p.add_argument(
+        "--branches",
+        choices=("capture", "refuse", "draft"),
+        default="capture",
+        help="where forward branches on a tensor's value: capture both sides as torch.cond (default), "
+        "refuse (fail naming the line), or draft (follow the example inputs, as --draft)",
     )
     p.add_argument(
         "--experts-implementation",
@@ -247,7 +255,7 @@ def _configure_logging(verbose: bool) -> None:
     if not verbose:
         # Fake-tensor kernels log the traceback of a failing meta kernel at ERROR level;
         # the failure itself reaches the user as a readable error.
-        logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
+        logging.getLogger(FAKE_TENSOR_LOGGER).setLevel(logging.CRITICAL)
         # --draft prints its assumptions as a table; the library's warning would repeat them
         logging.getLogger("exporter.draft").setLevel(logging.ERROR)
         # --onnx: the ONNX exporter warns about every optional operator library it lacks
@@ -284,6 +292,7 @@ def _export_main(argv: list[str]) -> int:
         dynamic=args.dynamic,
         report_submodules=args.report_submodules,
         draft=args.draft,
+        branches=args.branches,
         experts_implementation=args.experts_implementation,
         ir=args.ir,
         decompose=args.decompose,

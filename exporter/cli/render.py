@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Callable, Iterator
 
 from rich.console import Console, Group
@@ -14,6 +15,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from .._assumptions import DraftReport
+from .._branch_report import BranchReport
 from .._errors import Category, ErrorInfo
 from ..submodules import ModuleStatus, SubmoduleNode, SubmoduleReport
 from .analysis import human_bytes as _bytes, input_names, module_tree, state_groups
@@ -22,11 +24,15 @@ from .artifacts import artifacts_table, lowering_lines
 __all__ = [
     "progress",
     "render_check",
+    "render_branches",
     "render_draft",
     "render_error",
     "render_export",
     "render_quiet",
     "render_submodules",
+    "shown_location",
+    "shown_path",
+    "shown_paths_in",
 ]
 
 
@@ -44,11 +50,40 @@ def _size(path: str) -> str:
     return _bytes(float(os.path.getsize(path)))
 
 
+def shown_path(path: str) -> str:
+    """``path`` as the terminal shows it: relative to the current directory when it lies under
+    it, as the user would have typed it; absolute elsewhere. Reports keep the absolute path."""
+    if not os.path.isabs(path):
+        return path
+    here = os.getcwd()
+    try:
+        under = os.path.commonpath([here, path]) == here
+    except ValueError:  # another drive
+        return path
+    return os.path.relpath(path, here) if under else path
+
+
+def shown_location(location: str) -> str:
+    """A source location, ``file.py:LINE``, with its file shown as ``shown_path`` shows it."""
+    file, colon, line = location.rpartition(":")
+    return shown_path(file) + colon + line if colon and line.isdigit() else shown_path(location)
+
+
+def shown_paths_in(text: str) -> str:
+    """``text`` (a message, a detail) with the paths in it that lie under the current directory
+    shown relative to it, as ``shown_path`` shows a path."""
+    here = os.getcwd()
+    if os.path.dirname(here) == here:  # the root: every absolute path lies under it
+        return text
+    return re.sub(r"(?<![\w.~/-])" + re.escape(os.path.join(here, "")), "", text)
 
 
 def _artifacts_table(report) -> Group:
     """One row per artifact (``artifacts_table``), then the ExecuTorch methods' lowering."""
-    columns, rows = artifacts_table(report.artifacts)
+    columns, rows = artifacts_table(report.artifacts, relative=False)
+    file = columns.index("file")
+    for row in rows:
+        row[file] = shown_path(row[file])
     table = Table(box=None, pad_edge=False)
     for column in columns:
         table.add_column(column, justify="left" if column in ("artifact", "file", "check") else "right")
@@ -315,18 +350,23 @@ def render_export(
         console.print(Syntax(code.strip(), "python", theme="ansi_dark", word_wrap=True))
     if report.draft is not None:
         render_draft(report.draft, console)
+    if getattr(report, "branches", None) is not None:
+        render_branches(report.branches, console)
+    for note in getattr(report, "notes", ()):
+        where = f" at {shown_location(note.location)}" if note.location else ""
+        console.print(Text(f"note: {note.kind.value}{where}: {shown_paths_in(note.message)}", style="yellow"))
     if getattr(report, "artifacts", None):
         console.print(_artifacts_table(report))
     if len(report.timings) > 1:
         console.print(_timings_table(report))
     if report.ok:
         if report.output_file:
-            console.print(f"[green]saved[/] {escape(report.output_file)} ({_size(report.output_file)})")
+            console.print(f"[green]saved[/] {escape(shown_path(report.output_file))} ({_size(report.output_file)})")
             for a in report.artifacts[1:]:
-                console.print(f"[green]saved[/] {escape(a.path)} ({_bytes(a.bytes)})")
+                console.print(f"[green]saved[/] {escape(shown_path(a.path))} ({_bytes(a.bytes)})")
         elif report.artifacts:
             for a in report.artifacts:
-                console.print(f"[green]saved[/] {escape(a.path)} ({_bytes(a.bytes)})")
+                console.print(f"[green]saved[/] {escape(shown_path(a.path))} ({_bytes(a.bytes)})")
         else:
             console.print("[green]exported[/]")
     else:
@@ -351,14 +391,37 @@ def render_draft(draft: DraftReport, console: Console) -> None:
     table.add_column("assumed")
     table.add_column("checked at run time")
     for i, a in enumerate(draft.assumptions, 1):
-        where = Text(a.location or "?", style="cyan")
+        where = Text(shown_location(a.location) if a.location else "?", style="cyan")
         if a.code:
             where.append(f"\n{a.code}", style="default")
-        assumed = a.assumed + (f"\n{a.detail}" if a.detail else "")
+        assumed = a.assumed + (f"\n{shown_paths_in(a.detail)}" if a.detail else "")
         if a.occurrences > 1:
             assumed += f"\n({a.occurrences} times)"
         table.add_row(str(i), a.kind.value, where, Text(assumed), "[green]yes[/]" if a.checked else "[red]no[/]")
     console.print(table)
+
+
+def render_branches(branches: BranchReport, console: Console) -> None:
+    """The values the program branches on, one row each: where forward asked, the predicate
+    the program computes and where its symbols come from, and how many conds it became."""
+    table = Table()
+    table.add_column("#", justify="right")
+    table.add_column("where")
+    table.add_column("predicate")
+    table.add_column("conds", justify="right")
+    for i, d in enumerate(branches.decisions, 1):
+        where = Text(shown_location(d.location) if d.location else "?", style="cyan")
+        if d.code:
+            where.append(f"\n{d.code}", style="default")
+        if d.within:
+            where.append(f"\ninside the branch at {shown_location(d.within[-1])}", style="dim")
+        predicate = Text(d.predicate)
+        for symbol in d.symbols:
+            predicate.append(f"\n{shown_paths_in(symbol)}", style="dim")
+        uses = f"\n({d.uses} uses)" if d.uses > 1 else ""
+        table.add_row(str(i), where, predicate, f"{d.conds}{uses}")
+    title = f"{len(branches.decisions)} branch(es) on tensor values, captured as torch.cond from {branches.runs} runs of forward"
+    console.print(_titled(title, table))
 
 
 def _submodule_label(node: SubmoduleNode, parent: str, root_error: ErrorInfo | None, ascii_only: bool) -> Group:
@@ -378,10 +441,10 @@ def _submodule_label(node: SubmoduleNode, parent: str, root_error: ErrorInfo | N
         line.append("  <- problem is here" if ascii_only else "  ← problem is here", style="bold red")
     lines = [line]
     if node.error is not None and node.error.location:
-        lines.append(Text(f"at {node.error.location}", style="cyan"))
+        lines.append(Text(f"at {shown_location(node.error.location)}", style="cyan"))
     # The model's own error is in the panel above; a frontier module failing otherwise says how.
     if node.frontier and node.error != root_error:
-        lines.append(Text(node.error.headline))
+        lines.append(Text(shown_paths_in(node.error.headline)))
         if node.error.hint:
             lines.append(Text(f"hint: {node.error.hint}", style="yellow"))
     return Group(*lines)
@@ -411,10 +474,12 @@ def render_quiet(report, console: Console) -> None:
     seconds = report.timings.get("total", 0.0)
     if report.ok:
         files = [a.path for a in getattr(report, "artifacts", [])] or [report.output_file] * bool(report.output_file)
-        where = f" -> {', '.join(files)}" if files else ""
+        where = f" -> {', '.join(map(shown_path, files))}" if files else ""
         drafted = ""
         if report.draft is not None and not report.draft.sound:
             drafted = f", {len(report.draft.assumptions)} draft assumption(s)"
+        if getattr(report, "branches", None) is not None:
+            drafted += f", {len(report.branches.decisions)} branch(es) as torch.cond"
         console.print(
             f"ok {report.settings.model}: {_ops(sum(report.ops.values()))}{drafted}{where} ({seconds:.2f} s)",
             highlight=False,
@@ -422,11 +487,11 @@ def render_quiet(report, console: Console) -> None:
         )
     else:
         error = report.error
-        location = f" at {error.location}" if error.location else ""
+        location = f" at {shown_location(error.location)}" if error.location else ""
         frontier = [n.name for n in report.submodules.frontier if n.name] if report.submodules else []
         where = f"; fails in {', '.join(frontier)}" if frontier else ""
         console.print(
-            f"FAILED {report.settings.model}: [{error.category.value}] {error.headline}{location}{where}",
+            f"FAILED {report.settings.model}: [{error.category.value}] {shown_paths_in(error.headline)}{location}{where}",
             highlight=False,
             markup=False,
             soft_wrap=True,
@@ -434,9 +499,9 @@ def render_quiet(report, console: Console) -> None:
 
 
 def _error_body(error: ErrorInfo) -> list[Text]:
-    body = [Text(error.message)]
+    body = [Text(shown_paths_in(error.message))]
     if error.location:
-        body.append(Text(f"at {error.location}", style="cyan"))
+        body.append(Text(f"at {shown_location(error.location)}", style="cyan"))
     if error.hint:
         body.append(Text(f"hint: {error.hint}", style="yellow"))
     return body

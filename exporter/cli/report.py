@@ -8,7 +8,9 @@ import attrs
 import torch
 
 from .._assumptions import DraftReport
+from .._branch_report import BranchReport
 from .._errors import Category, ErrorInfo
+from .._notes import Note
 from ..submodules import SubmoduleReport
 from .artifacts import Artifact
 from .compare import Comparison
@@ -53,6 +55,10 @@ class ExportReport:
     versions: dict[str, str] = attrs.field(factory=dict)
     draft: DraftReport | None = None
     """With ``--draft``: what the export took from the example inputs."""
+    branches: BranchReport | None = None
+    """The branches on tensor values the program captured as torch.cond (None: none)."""
+    notes: list[Note] = attrs.field(factory=list)
+    """What the program does differently from eager (a buffer replacement not written back)."""
     ir: str | None = None
     """The IR of the program saved: ``aten`` (functional, post-autograd) or ``core-aten`` (``--decompose core``)."""
     artifacts: list[Artifact] = attrs.field(factory=list)
@@ -109,6 +115,8 @@ class ExportReport:
                 "runs": [c.to_json() for c in self.verification],
             },
             "draft": None if self.draft is None else self.draft.to_json(),
+            "branches": None if self.branches is None else self.branches.to_json(),
+            "notes": [n.to_json() for n in self.notes],
             "error": None if self.error is None else self.error.to_json(),
             "submodules": None if self.submodules is None else self.submodules.to_json(),
             "versions": self.versions,

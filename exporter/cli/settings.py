@@ -32,6 +32,9 @@ class ExportSettings:
     """``--dynamic`` flags: ``x.0=batch:1..64``."""
     draft: bool = False
     """``--draft``: take what the example inputs do where the export would stop, and report it."""
+    branches: str = "capture"
+    """``--branches``: where forward branches on a tensor's value, ``capture`` both sides as
+    torch.cond, ``refuse`` (fail naming the line) or ``draft`` (as ``--draft``)."""
     experts_implementation: str | None = None
     """``--experts-implementation``: run transformers' mixture-of-experts blocks this way for the export."""
     ir: str = "inference"

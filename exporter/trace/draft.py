@@ -30,6 +30,7 @@ __all__ = [
     "missing_fake_kernel_assumptions",
     "note_values_taken",
     "record_assumption_sites",
+    "symbol_origins",
     "values_check_message",
     "values_taken_assumptions",
 ]
@@ -81,7 +82,7 @@ def _node_line(node: torch.fx.Node) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _symbol_origins(gm: torch.fx.GraphModule) -> dict[str, str]:
+def symbol_origins(gm: torch.fx.GraphModule) -> dict[str, str]:
     """For each data-dependent symbol the graph binds (``u0``), the op and line that made it."""
     origins = {}
     for node in gm.graph.nodes:
@@ -110,7 +111,7 @@ def data_dependent_assumptions(state: ExportState) -> list[Assumption]:
     shape_env = state.fake_mode.shape_env
     if shape_env is None:
         return []
-    origins = _symbol_origins(state.gm)
+    origins = symbol_origins(state.gm)
     sites = getattr(shape_env, _SITES, {})
     found = []
     asserts = [ra for group in shape_env.deferred_runtime_asserts.values() for ra in group]

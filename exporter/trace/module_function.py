@@ -17,7 +17,9 @@ import torch.utils._pytree as pytree
 
 from .._errors import Category, TraceError
 from .._ir import node_frame
+from .._notes import Note, NoteKind
 from .._torch_internals import (
+    EXPORT_ROOT,
     FakeTensor,
     FunctionalTensor,
     effect_tokens,
@@ -46,6 +48,9 @@ class Recorded:
     """Flat input indices (state first, then user leaves) whose data changed, in input order."""
     buffer_writes: dict[int, torch.fx.Node] = attrs.field(factory=dict)
     """Training IR: state input index -> the node of the value forward() assigned to it last."""
+    replaced: list[Note] = attrs.field(factory=list)
+    """Buffers forward() replaced with a tensor of another shape or dtype: the program computes
+    the new value where forward uses it but keeps the buffer as it was (not written back)."""
 
 
 def _from_functional(value: Any) -> Any:
@@ -66,7 +71,7 @@ def _layout_changed(functional: FunctionalTensor, original: torch.Tensor, storag
     )
 
 
-ROOT_ATTR = "_export_root"
+ROOT_ATTR = EXPORT_ROOT
 
 
 class Holder(torch.nn.Module):
@@ -157,9 +162,11 @@ def functional_fn(run: ModuleRun, recorded: Recorded, labels: list[str]) -> Call
                 new, old = state[name], functional[i]
                 if not isinstance(new, FunctionalTensor):
                     _replacement_error(labels[i], old, new)
-                _check_replacement(labels[i], old, new)
-                functional[i] = new
-                recorded.mutated.append(i)
+                if _keeps_layout(old, new):
+                    functional[i] = new
+                    recorded.mutated.append(i)
+                else:
+                    recorded.replaced.append(_replaced(labels[i], i, old, _from_functional(new)))
 
         updates = []
         for i, (value, original) in enumerate(zip(functional, flat_inputs)):
@@ -200,7 +207,12 @@ def training_fn(run: ModuleRun, recorded: Recorded, labels: list[str]) -> Callab
         for i, name in enumerate(run.state_names):
             new, old = state[name], inputs[i]
             if new is not old:
-                _check_replacement(labels[i], old, new)
+                if not isinstance(new, torch.Tensor):
+                    _replacement_error(labels[i], old, new)
+                if not _keeps_layout(old, new):
+                    recorded.replaced.append(_replaced(labels[i], i, old, new))
+                    recorded.buffer_writes.pop(i, None)
+                    continue
                 node = traced_node(new)
                 if node is not None and i not in recorded.buffer_writes:
                     recorded.buffer_writes[i] = node
@@ -223,18 +235,54 @@ def _layout_change_error(label: str, value: FunctionalTensor) -> None:
     )
 
 
-def _check_replacement(label: str, old: torch.Tensor, new: Any) -> None:
-    """A buffer reassigned in forward must keep its shape and dtype (the program updates it)."""
-    if not isinstance(new, torch.Tensor) or (new.shape, new.dtype) != (old.shape, old.dtype):
+def _keeps_layout(old: torch.Tensor, new: torch.Tensor) -> bool:
+    """Whether a tensor assigned to a buffer has the buffer's shape and dtype, so the program
+    can update the buffer with it."""
+    return (new.shape, new.dtype) == (old.shape, old.dtype)
+
+
+def _replaced(label: str, index: int, old: torch.Tensor, new: torch.Tensor) -> Note:
+    """A buffer replaced with another shape or dtype, as torch.export leaves it: computed where
+    forward uses it, not written back.  Refused where the new value is made from the buffer's
+    own (a state that grows: the program would lose it between calls)."""
+    node = traced_node(new)
+    placeholders = [n for n in node.graph.nodes if n.op == "placeholder"] if node is not None else []
+    if node is not None and index < len(placeholders) and _reaches(node, placeholders[index]):
         _replacement_error(label, old, new)
+    message = (
+        f"forward() replaced {label} {_layout(old)} with {_layout(new)}; the program computes the new value "
+        "where forward uses it but does not write it back: the buffer keeps its shape and value, and each "
+        "call computes the new value again"
+    )
+    return Note(NoteKind.BUFFER_NOT_WRITTEN_BACK, message, _where(node_frame(node)))
+
+
+def _reaches(node: torch.fx.Node, source: torch.fx.Node) -> bool:
+    """Whether ``source`` is among the inputs ``node`` was computed from."""
+    seen, stack = set(), [node]
+    while stack:
+        current = stack.pop()
+        if current is source:
+            return True
+        if current in seen:
+            continue
+        seen.add(current)
+        stack.extend(current.all_input_nodes)
+    return False
+
+
+def _layout(value: torch.Tensor) -> str:
+    return f"{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}"
 
 
 def _replacement_error(label: str, old: torch.Tensor, new: Any) -> None:
     found = f"{tuple(new.shape)} {new.dtype}" if isinstance(new, torch.Tensor) else type(new).__name__
     frame = node_frame(traced_node(_from_functional(new))) if isinstance(new, torch.Tensor) else None
+    grows = isinstance(new, torch.Tensor) and not _keeps_layout(old, new)
     raise TraceError(
-        f"forward() replaced {label} ({tuple(old.shape)} {old.dtype}) "
-        f"with {found}; an exported program can only update a buffer in place",
+        f"forward() replaced {label} ({tuple(old.shape)} {old.dtype}) with {found}"
+        + (" computed from the buffer itself" if grows else "")
+        + "; an exported program can only update a buffer in place",
         category=Category.UNSUPPORTED_MUTATION,
         location=_where(frame),
         hint=_replaced_buffer_hint(old, new),

@@ -5,8 +5,9 @@ writes to ``self`` (a cached tensor, a counter, a new submodule, a hook, ``self.
 would otherwise stay behind holding fake tensors or proxies, a silent corruption that
 only shows up on the next eager call.  ``module_preserved`` snapshots every submodule's
 attribute dictionary (and the contents of the containers in it: parameter, buffer,
-submodule and hook tables, user lists and dicts) and puts them back on exit, whether
-the export succeeded or failed.
+submodule and hook tables, user lists and dicts, and the containers inside those) and puts
+them back on exit, whether the export succeeded or failed; every run of forward an export
+makes starts from that snapshot too.
 """
 
 from __future__ import annotations
@@ -19,16 +20,22 @@ import torch
 
 from .._torch_internals import FakeTensor, FunctionalTensor, is_traceable_wrapper_subclass
 
-__all__ = ["find_leaked_tracing_values", "module_preserved", "state_bytes", "state_values_restored"]
+__all__ = ["ModuleSnapshot", "find_leaked_tracing_values", "module_preserved", "state_bytes", "state_values_restored"]
 
 _MISSING = object()
+_DEPTH = 4
+"""How deep containers inside containers are snapshot (a dict of lists of dicts is three)."""
 
 
-def _container_copy(value: Any) -> Any:
+def _container_copy(value: Any, depth: int = _DEPTH) -> Any:
+    """The contents of a plain container (dict, list, set), each item with the contents of
+    the containers it is, to ``depth``; None for anything else."""
+    if depth == 0:
+        return None
     if isinstance(value, dict):
-        return list(value.items())
+        return [(k, v, _container_copy(v, depth - 1)) for k, v in value.items()]
     if type(value) is list:
-        return list(value)
+        return [(v, _container_copy(v, depth - 1)) for v in value]
     if type(value) is set:
         return set(value)
     return None
@@ -36,12 +43,18 @@ def _container_copy(value: Any) -> Any:
 
 def _restore_container(value: Any, saved: Any) -> None:
     if isinstance(value, dict):
-        if len(value) != len(saved) or any(value.get(k, _MISSING) is not v for k, v in saved):
+        if len(value) != len(saved) or any(value.get(k, _MISSING) is not v for k, v, _ in saved):
             value.clear()
-            value.update(saved)
+            value.update((k, v) for k, v, _ in saved)
+        for _, item, contents in saved:
+            if contents is not None:
+                _restore_container(item, contents)
     elif type(value) is list:
-        if len(value) != len(saved) or any(a is not b for a, b in zip(value, saved)):
-            value[:] = saved
+        if len(value) != len(saved) or any(a is not b for a, (b, _) in zip(value, saved)):
+            value[:] = [v for v, _ in saved]
+        for item, contents in saved:
+            if contents is not None:
+                _restore_container(item, contents)
     elif type(value) is set:
         if value != saved:
             value.clear()
@@ -63,15 +76,28 @@ def _restore(module: torch.nn.Module, snapshot: dict[str, tuple[Any, Any]]) -> N
             _restore_container(value, contents)
 
 
-@contextlib.contextmanager
-def module_preserved(root: torch.nn.Module) -> Iterator[None]:
-    """Restore every submodule's attributes, tables and training flag on exit."""
-    snapshots = [(m, _snapshot(m)) for m in root.modules()]
-    try:
-        yield
-    finally:
-        for module, snapshot in snapshots:
+class ModuleSnapshot:
+    """Every submodule's attribute dictionary and the containers in it, as they were when the
+    snapshot was taken; ``restore()`` puts them back (as often as needed)."""
+
+    def __init__(self, root: torch.nn.Module) -> None:
+        self._snapshots = [(m, _snapshot(m)) for m in root.modules()]
+
+    def restore(self) -> None:
+        """Put every attribute, table, user container and training flag back as it was."""
+        for module, snapshot in self._snapshots:
             _restore(module, snapshot)
+
+
+@contextlib.contextmanager
+def module_preserved(root: torch.nn.Module) -> Iterator[ModuleSnapshot]:
+    """Restore every submodule's attributes, tables and training flag on exit; the snapshot
+    yielded restores them on demand too (between two runs of forward)."""
+    snapshot = ModuleSnapshot(root)
+    try:
+        yield snapshot
+    finally:
+        snapshot.restore()
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+import sympy
 import torch
 import torch.utils._pytree as pytree
 
@@ -25,6 +26,7 @@ from .._torch_internals import (
     DimDynamic,
     EqualityConstraint,
     FakeTensorMode,
+    GuardOnDataDependentSymNode,
     GuardSource,
     RelaxedUnspecConstraint,
     ShapeEnv,
@@ -67,12 +69,25 @@ def source_name(path: pytree.KeyPath) -> str:
 
 
 class _ShapeEnv(ShapeEnv):
-    """A ShapeEnv that attributes guards to the user's own source line.
+    """A ShapeEnv that attributes guards to the user's own source line, and hands the
+    data-dependent booleans it cannot evaluate to ``decider`` when one is set.
 
     The stock one blames the innermost frame outside a few shape-handling files, which is
     often a torch decomposition or meta kernel; constraint errors should point at the
     model's line that needed the guard.
     """
+
+    decider: Any = None
+    """Branch capture's ``Decider``: called as ``decider(shape_env, expr, error)`` where
+    evaluating ``expr`` needs a data-dependent value; returns the bool to take, or raises."""
+
+    def evaluate_expr(self, orig_expr, *args, **kwargs):
+        try:
+            return super().evaluate_expr(orig_expr, *args, **kwargs)
+        except GuardOnDataDependentSymNode as error:
+            if self.decider is None:
+                raise
+            return sympy.true if self.decider(self, orig_expr, error) else sympy.false
 
     def _get_user_frame(self):
         frame = inspect.currentframe()

@@ -17,7 +17,15 @@ from .._dims import DynamicPlan
 from .._errors import Category, ExportError, TraceError
 from .._ir import graph_modules
 from .._state import ExportState
-from .._torch_internals import FakeTensorMode, TracingContext, record_module_calls, tracing
+from .._torch_internals import (
+    FakeTensorMode,
+    TracingContext,
+    assumptions_undone,
+    forget_pending_symbols,
+    record_module_calls,
+    retrace_graph,
+    tracing,
+)
 from ..inputs.bind import BoundInputs
 from .draft import (
     data_dependent_assumptions,
@@ -36,7 +44,7 @@ from .state_inputs import StateInputs, collect_state, real_writes_undone
 from .symbols import FakeInputs, fake_inputs, new_fake_mode
 from .write_watch import NeedsFunctionalization, WriteWatch
 
-__all__ = ["STRATEGIES", "trace"]
+__all__ = ["STRATEGIES", "finish", "prepare", "replay", "run", "trace"]
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +117,8 @@ class _Traced:
     recorded: Recorded
     root_relative: bool = False
     """Module stacks are already relative to the user's module (the recorder's are)."""
+    kind: str = ""
+    """The flat function traced: ``plain``, ``functional`` or ``training``."""
 
 
 @attrs.frozen
@@ -127,13 +137,26 @@ class _Request:
     training: bool
     always_functionalize: bool
     watch: WriteWatch
+    decider: Any = None
+    """Branch capture's decider for the data-dependent booleans of this run (None: they fail)."""
+    world: _World | None = None
+    """One fake mode and one set of fake inputs for every run of an export (branch capture's
+    runs share them, so their graphs hold the same symbols); None: a fresh one per try."""
 
 
-def _trace_once(request: _Request, kind: str, *, by_recorder: bool = False) -> _Traced:
-    """One trace of the ``kind`` of flat function (``plain``, ``functional``, ``training``:
-    ``module_function``), with make_fx, or with the fast recorder, whose nodes reach the
-    write watch directly (make_fx's reach it through the patches)."""
-    r = request
+@attrs.define
+class _World:
+    """The fake mode and fake inputs the runs of one export share."""
+
+    fake_mode: FakeTensorMode | None = None
+    fakes: FakeInputs | None = None
+
+
+def _fake_world(r: _Request) -> tuple[FakeTensorMode, FakeInputs]:
+    """The fake mode and the fake inputs for one try: the shared ones when the runs share a
+    world (made on the first try), else fresh ones."""
+    if r.world is not None and r.world.fake_mode is not None:
+        return r.world.fake_mode, r.world.fakes
     fake_mode = new_fake_mode(
         r.root, prefer_deferred_runtime_asserts_over_guards=r.prefer_deferred_runtime_asserts_over_guards,
         dynamic=r.plan is not None,
@@ -141,6 +164,24 @@ def _trace_once(request: _Request, kind: str, *, by_recorder: bool = False) -> _
     if r.draft:
         record_assumption_sites(fake_mode.shape_env)
     fakes = fake_inputs(fake_mode, r.state_inputs.values, r.bound, r.plan, direct=r.fast.direct_fake())
+    if r.world is not None:
+        r.world.fake_mode, r.world.fakes = fake_mode, fakes
+    return fake_mode, fakes
+
+
+def _trace_once(request: _Request, kind: str, *, by_recorder: bool = False) -> _Traced:
+    """One trace of the ``kind`` of flat function (``plain``, ``functional``, ``training``:
+    ``module_function``), with make_fx, or with the fast recorder, whose nodes reach the
+    write watch directly (make_fx's reach it through the patches)."""
+    r = request
+    fake_mode, fakes = _fake_world(r)
+    fake_mode.shape_env.decider = r.decider
+    if r.world is not None:  # a try abandoned in this world leaves no symbol for this one to bind
+        forget_pending_symbols(fake_mode.shape_env)
+    if r.decider is not None:
+        r.decider.reset()
+        # the recorder hands a run that branches on data to make_fx, whose graph is the one joined
+        r.decider.active = not by_recorder
     recorded = Recorded()
     run = ModuleRun(r.root, r.state_inputs, r.bound, Holder(r.root))
     builders = {"plain": lambda: plain_fn(run, recorded), "functional": lambda: functional_fn(run, recorded, r.labels),
@@ -151,7 +192,9 @@ def _trace_once(request: _Request, kind: str, *, by_recorder: bool = False) -> _
     memo = contextlib.nullcontext()
     if r.plan is not None and not r.draft:
         memo = r.fast.symbolic_memo_for(fake_mode, training=r.training)
-    with real_writes_undone(fake_mode), fake_mode, memo, tracing(TracingContext(fake_mode)):
+    # what a run decided holds for that run only: the next one may decide the other way
+    undone = assumptions_undone(fake_mode.shape_env) if r.decider is not None else contextlib.nullcontext()
+    with real_writes_undone(fake_mode), undone, fake_mode, memo, tracing(TracingContext(fake_mode)):
         if by_recorder:
             from .fast.recorder import record
 
@@ -161,7 +204,7 @@ def _trace_once(request: _Request, kind: str, *, by_recorder: bool = False) -> _
             with r.fast.pre_dispatch_for_make_fx() if r.training else contextlib.nullcontext():
                 record_calls = functools.partial(record_module_calls, pre_dispatch=r.training)
                 gm = on_roomy_stack(record_calls, fn, run.holder, {}, fakes.inputs)
-    return _Traced(gm, fake_mode, fakes, recorded, root_relative=by_recorder)
+    return _Traced(gm, fake_mode, fakes, recorded, root_relative=by_recorder, kind=kind)
 
 
 # -- the ways to trace, tried in order: each returns a trace, or None to hand over to the next
@@ -174,6 +217,8 @@ def _by_the_recorder(request: _Request) -> _Traced | None:
     ``watch.functionalized``, as make_fx's unfunctionalized try does."""
     r = request
     if not (r.fast.recorder and r.plan is None and not r.draft and not r.state_inputs.subclasses):
+        return None
+    if r.world is not None:  # branch capture's runs are joined as make_fx records them
         return None
     if r.always_functionalize and not r.training:
         return None
@@ -242,6 +287,77 @@ def _refuse_subclass_state_in_training_ir(root: torch.nn.Module, state_inputs: S
     )
 
 
+def prepare(
+    root: torch.nn.Module,
+    bound: BoundInputs,
+    plan: DynamicPlan | None = None,
+    *,
+    always_functionalize: bool = False,
+    fast: FastPaths | None = None,
+    draft: bool = False,
+    prefer_deferred_runtime_asserts_over_guards: bool = False,
+    training: bool = False,
+    shared_world: bool = False,
+) -> _Request:
+    """What every run of forward for one export shares (see ``trace`` for the arguments);
+    ``shared_world``: every run uses one fake mode and one set of fake inputs."""
+    state_inputs = collect_state(root)
+    if training and state_inputs.subclasses:
+        _refuse_subclass_state_in_training_ir(root, state_inputs)
+    parameters, buffers = list(state_inputs.parameters), list(state_inputs.buffers)
+    labels = [*(f"parameter '{n}'" for n in parameters), *(f"buffer '{n}'" for n in buffers), *bound.labels]
+    fast = FastPaths.resolve() if fast is None else fast
+    watch = WriteWatch(functionalized=always_functionalize or training)
+    return _Request(
+        root, state_inputs, bound, labels, plan, fast, draft, prefer_deferred_runtime_asserts_over_guards,
+        training, always_functionalize, watch, world=_World() if shared_world else None,
+    )
+
+
+def run(request: _Request, decider: Any = None) -> _Traced:
+    """One run of forward, traced by the first of ``STRATEGIES`` that gives a trace; each try
+    starts from the model as the user gave it, and the model is left so afterwards.
+    ``decider``: takes the data-dependent booleans the run meets (branch capture)."""
+    if decider is not None:
+        request = attrs.evolve(request, decider=decider)
+    r = request
+    try:
+        with tracing_patches(r.watch, draft=r.draft, training=r.training, fast=r.fast), module_preserved(r.root) as as_given:
+            for name, strategy in STRATEGIES:
+                traced = strategy(request)
+                if traced is not None:
+                    log.debug("traced by %s", name)
+                    return traced
+                # the next way starts from the model as the user gave it, not as this try left
+                # it (a cache forward filled with this try's fake tensors)
+                as_given.restore()
+    except ExportError:
+        raise
+    except Exception as e:
+        raise explain(e) from e
+    raise AssertionError("the last way of tracing always gives a trace or raises")
+
+
+def replay(request: _Request, fn: Callable[..., Any], recorded: Recorded, kind: str) -> _Traced:
+    """Trace ``fn`` (which runs joined graphs through an interpreter) on the export's shared
+    fake inputs, under the same process-wide patches as a run of forward, so the ops it
+    replays are recorded as the runs recorded them."""
+    r = request
+    fake_mode, fakes = r.world.fake_mode, r.world.fakes
+    fake_mode.shape_env.decider = None
+    # The joined graph is post-autograd already (but the training IR's): with grad on, every
+    # torch.cond in it would trace its branches once more for a backward nobody asks for.
+    grad = contextlib.nullcontext() if r.training else torch.no_grad()
+    try:
+        with tracing_patches(r.watch, draft=r.draft, training=r.training, fast=r.fast), fake_mode, grad, tracing(TracingContext(fake_mode)):
+            gm = on_roomy_stack(functools.partial(retrace_graph, pre_dispatch=r.training), fn, fakes.inputs)
+    except ExportError:
+        raise
+    except Exception as e:
+        raise explain(e) from e
+    return _Traced(gm, fake_mode, fakes, recorded, kind=kind)
+
+
 def trace(
     root: torch.nn.Module,
     bound: BoundInputs,
@@ -266,29 +382,18 @@ def trace(
     ``prefer_deferred_runtime_asserts_over_guards``: size conditions that decide no control
     flow become runtime asserts in the program rather than guards.
     """
-    state_inputs = collect_state(root)
-    if training and state_inputs.subclasses:
-        _refuse_subclass_state_in_training_ir(root, state_inputs)
-    parameters, buffers = list(state_inputs.parameters), list(state_inputs.buffers)
-    labels = [*(f"parameter '{n}'" for n in parameters), *(f"buffer '{n}'" for n in buffers), *bound.labels]
-    fast = FastPaths.resolve() if fast is None else fast
-    watch = WriteWatch(functionalized=always_functionalize or training)
-    request = _Request(
-        root, state_inputs, bound, labels, plan, fast, draft, prefer_deferred_runtime_asserts_over_guards,
-        training, always_functionalize, watch,
+    request = prepare(
+        root, bound, plan, always_functionalize=always_functionalize, fast=fast, draft=draft,
+        prefer_deferred_runtime_asserts_over_guards=prefer_deferred_runtime_asserts_over_guards, training=training,
     )
-    try:
-        with tracing_patches(watch, draft=draft, training=training, fast=fast), module_preserved(root):
-            for name, strategy in STRATEGIES:
-                traced = strategy(request)
-                if traced is not None:
-                    log.debug("traced by %s", name)
-                    break
-    except ExportError:
-        raise
-    except Exception as e:
-        raise explain(e) from e
+    return finish(request, run(request))
 
+
+def finish(request: _Request, traced: _Traced) -> ExportState:
+    """The ExportState of a traced run (or of runs joined into one graph): placeholders'
+    values as the program receives its inputs, buffer write-backs, the first signature."""
+    root, bound, state_inputs, draft, training = request.root, request.bound, request.state_inputs, request.draft, request.training
+    parameters, buffers = list(state_inputs.parameters), list(state_inputs.buffers)
     gm, fake_mode, recorded = traced.gm, traced.fake_mode, traced.recorded
     if not traced.root_relative:
         _root_relative_module_stacks(gm)
@@ -320,10 +425,11 @@ def trace(
         forward_arg_names=list(bound.forward_arg_names),
         constant_fqns=constant_attribute_fqns(root),
         subclass_leaves=state_inputs.leaves,
-        dynamic=plan,
+        dynamic=request.plan,
         tracked=traced.fakes.tracked,
         equalities=traced.fakes.equalities,
         training=training,
+        notes=list(recorded.replaced),
     )
     if draft:
         state.assumptions = (

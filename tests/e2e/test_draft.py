@@ -1,9 +1,11 @@
 """Draft mode side by side with torch.export.draft_export.
 
-Each model stops a normal export (exporter's and torch.export's).  With ``draft=True`` the
-program comes back with one assumption per place the example inputs decided, which must
-say what torch.export.draft_export's report says (kind, the user's line, the value), run
-like eager on the example inputs, and refuse, at run time, inputs that break an assumption.
+Each model stops a normal export (exporter's and torch.export's; exporter stops at a branch
+on a tensor's value with ``branches="refuse"``, since by default it captures the branch as
+``torch.cond``).  With ``draft=True`` the program comes back with one assumption per place
+the example inputs decided, which must say what torch.export.draft_export's report says
+(kind, the user's line, the value), run like eager on the example inputs, and refuse, at run
+time, inputs that break an assumption.
 """
 
 import pytest
@@ -96,16 +98,16 @@ def _our_rows(program):
 
 
 CASES = [
-    pytest.param(Gate(), (torch.ones(3),), (-torch.ones(3),), "gate", id="branch_on_a_sum"),
-    pytest.param(Steps(), (torch.ones(3), torch.tensor(3)), (torch.ones(3), torch.tensor(4)), "steps", id="loop_count"),
-    pytest.param(NoFakeKernel(), (torch.randn(8),), None, "custom", id="op_without_fake_kernel"),
+    pytest.param(Gate(), (torch.ones(3),), (-torch.ones(3),), "gate", {"branches": "refuse"}, id="branch_on_a_sum"),
+    pytest.param(Steps(), (torch.ones(3), torch.tensor(3)), (torch.ones(3), torch.tensor(4)), "steps", {}, id="loop_count"),
+    pytest.param(NoFakeKernel(), (torch.randn(8),), None, "custom", {}, id="op_without_fake_kernel"),
 ]
 
 
-@pytest.mark.parametrize("model, args, breaking, marker", CASES)
-def test_draft_matches_torch_draft_export_and_checks_its_assumptions(model, args, breaking, marker):
+@pytest.mark.parametrize("model, args, breaking, marker, stopping", CASES)
+def test_draft_matches_torch_draft_export_and_checks_its_assumptions(model, args, breaking, marker, stopping):
     with pytest.raises(TraceError):
-        exporter.export(model, args)
+        exporter.export(model, args, **stopping)
     with pytest.raises(Exception):
         torch.export.export(model, args, strict=False)
 
@@ -174,7 +176,7 @@ def test_a_longformer_global_attention_switch_is_assumed_off_as_in_the_example()
     model = transformers.LongformerModel(config).eval()
     ids, mask = torch.randint(0, 100, (2, 8)), torch.ones(2, 8, dtype=torch.long)
     with pytest.raises(TraceError, match="is_global_attn"):
-        exporter.export(model, (ids,), {"attention_mask": mask})
+        exporter.export(model, (ids,), {"attention_mask": mask}, branches="refuse")
     program = exporter.export(model, (ids,), {"attention_mask": mask}, draft=True)
     (switch,) = program.draft_report.assumptions
     assert switch.code == "if is_global_attn:" and switch.assumed.endswith("is False") and switch.checked

@@ -10,6 +10,11 @@ write it.  For every row:
 4. ``torch.export.export(strict=False)`` on the same model fails too (its error matched),
    or it exports, and the difference from exporter's refusal is asserted.
 
+A branch on a tensor's value (``if x.sum() > 0:``) exports by default, captured as
+``torch.cond``; the rows of such branches export with ``branches="refuse"``, whose message
+they test.  Loops as long as the data says, and branches whose sides cannot be one
+program, fail in the default mode too.
+
 Where exporter says something wrong or nothing, the aspect is a strict xfail with the
 reason (``Row.wrong``), so the fix shows up as an unexpected pass.  PASS and VERIFICATION
 are exporter bugs; their rows reach them the one legitimate way, a pass of the user's own
@@ -114,6 +119,39 @@ class IterativeRefiner(nn.Module):
     def forward(self, x, num_steps):
         for _ in range(num_steps.item()):  # FAILS: item_loop
             x = x + torch.tanh(self.step(x))
+        return x
+
+
+class AdaptiveDepth(nn.Module):
+    """Adaptive computation time: one more refinement step per token the halting unit has not
+    stopped."""
+
+    def __init__(self):
+        super().__init__()
+        self.step = nn.Linear(8, 8)
+        self.halt = nn.Linear(8, 1)
+
+    def forward(self, x):
+        running = self.halt(x).sigmoid() < 0.5
+        for _ in range(running.sum()):  # FAILS: count_loop
+            x = x + torch.tanh(self.step(x))
+        return x
+
+
+class OverflowRouter(nn.Module):
+    """A mixture-of-experts router that returns its overflow penalty only when an expert is over
+    capacity."""
+
+    capacity = 2.0
+
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(8, 4)
+
+    def forward(self, x):
+        load = self.gate(x).softmax(dim=-1).sum(dim=0)
+        if load.max() > self.capacity:  # FAILS: branch_structure
+            return x, load.max() - self.capacity
         return x
 
 
@@ -404,6 +442,11 @@ def export(model, args, dynamic_shapes):
     return exporter.export(model, args, dynamic_shapes=dynamic_shapes)
 
 
+def export_refusing_branches(model, args, dynamic_shapes):
+    """Export failing at a branch on a tensor's value rather than capturing it as torch.cond."""
+    return exporter.export(model, args, dynamic_shapes=dynamic_shapes, branches="refuse")
+
+
 # -- what torch.export does with the same model ---------------------------------------------
 
 
@@ -504,14 +547,21 @@ ROWS = [
     # data-dependent control flow
     Row("gate", Gate, lambda: (torch.randn(4, 8),),
         TraceError, Category.DATA_DEPENDENT_CONTROL_FLOW, r"needs the value of a tensor .*`if x\.sum\(\) > 0:",
-        ("torch.cond", "torch.where", "torch._check"), Refuses("Could not guard on data-dependent expression")),
+        ("torch.cond", "torch.where", "torch._check"), Refuses("Could not guard on data-dependent expression"),
+        run=export_refusing_branches),
     Row("padding", MaskedMeanPool, lambda: (torch.randn(2, 5, 8), torch.zeros(2, 5, dtype=torch.bool)),
         TraceError, Category.DATA_DEPENDENT_CONTROL_FLOW, r"`if not padding_mask\.any\(\):",
-        ("torch.cond", "torch.where"), Refuses("Could not guard on data-dependent expression")),
+        ("torch.cond", "torch.where"), Refuses("Could not guard on data-dependent expression"),
+        run=export_refusing_branches),
     Row("longformer", GlobalLocalAttention,
         lambda: (torch.randn(2, 5, 8), torch.randint(0, 2, (2, 5))),
         TraceError, Category.DATA_DEPENDENT_CONTROL_FLOW, r"`if is_global_attn:",
-        ("torch.cond", "torch.where"), Refuses("Could not guard on data-dependent expression")),
+        ("torch.cond", "torch.where"), Refuses("Could not guard on data-dependent expression"),
+        run=export_refusing_branches),
+    Row("count_loop", AdaptiveDepth, lambda: (torch.randn(4, 8),),
+        TraceError, Category.DATA_DEPENDENT_CONTROL_FLOW, r"needs the value of a tensor .*`for _ in range\(running\.sum\(\)\):",
+        ("fixed number of times", "Python int"),
+        Refuses("Could not extract specialized integer from data-dependent expression")),
     Row("item_loop", IterativeRefiner, lambda: (torch.randn(2, 8), torch.tensor(3)),
         TraceError, Category.DATA_DEPENDENT_CONTROL_FLOW, r"`for _ in range\(num_steps\.item\(\)\):",
         ("fixed number of times", "Python int"),
@@ -524,7 +574,13 @@ ROWS = [
         ("(lengths != lengths[0]).any()", "draft=True"), Refuses("unhashable type: non-nested SymInt")),
     Row("tolist", LengthChecked, lambda: (torch.randn(2, 5, 8), torch.tensor([5, 3])),
         TraceError, Category.DATA_DEPENDENT_CONTROL_FLOW, r"`if max\(lengths\.tolist\(\)\) > self\.max_positions:",
-        ("torch._check",), Refuses("Could not guard on data-dependent expression")),
+        ("torch._check",), Refuses("Could not guard on data-dependent expression"), run=export_refusing_branches),
+    # a branch on a value whose two sides cannot be one torch.cond
+    Row("branch_structure", OverflowRouter, lambda: (torch.randn(6, 8),),
+        TraceError, Category.BRANCH_CAPTURE,
+        r"returns different structures on the two sides of a branch on a tensor's value "
+        r"\(`if load\.max\(\) > self\.capacity:.*`\): (a tuple of 2 on one, one value|one value on one, a tuple of 2) on the other",
+        ("same structure", "branches='draft'"), Refuses("Could not guard on data-dependent expression")),
     # data-dependent output shape
     Row("one_hot", LabelSmoothing, lambda: (torch.randn(4, 3), torch.tensor([0, 2, 1, 2])),
         TraceError, Category.DATA_DEPENDENT_OUTPUT_SHAPE, r"one_hot",
@@ -707,7 +763,8 @@ def test_torch_export_on_the_same_model(row):
 @pytest.mark.parametrize(
     "row_id, flags, exit_code, match",
     [
-        ("gate", ["--example-inputs", "f32[4,8]"], 1, None),
+        ("count_loop", ["--example-inputs", "f32[4,8]"], 1, None),
+        ("gate", ["--example-inputs", "f32[4,8]", "--branches", "refuse"], 1, None),
         ("wrong_shape", ["--example-inputs", "f32[4,8]"], 2, None),
         # the same violation, its fix written as the flag to change (not a dynamic_shapes entry)
         ("range", ["--example-inputs", "f32[2,8,8]", "--dynamic", "x.1=seq:..32"], 1,

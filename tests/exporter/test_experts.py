@@ -17,11 +17,11 @@ def _no_grad():
         yield
 
 
-def _mixtral(implementation="eager"):
+def _mixtral(implementation="eager", experts=4):
     torch.manual_seed(0)
     config = transformers.MixtralConfig(
         vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
-        intermediate_size=48, num_local_experts=4, num_experts_per_tok=2, experts_implementation=implementation,
+        intermediate_size=48, num_local_experts=experts, num_experts_per_tok=2, experts_implementation=implementation,
     )
     return transformers.MixtralForCausalLM(config).eval(), torch.randint(0, 100, (2, 8))
 
@@ -32,7 +32,7 @@ def test_the_experts_loop_fails_both_tools_and_the_hint_names_the_switch():
     with pytest.raises(Exception, match="data-dependent"):
         torch.export.export(model, (ids,), strict=False)
     with pytest.raises(TraceError) as info:
-        exporter.export(model, (ids,))
+        exporter.export(model, (ids,), branches="refuse")
     assert info.value.category is Category.DATA_DEPENDENT_CONTROL_FLOW
     assert info.value.location.endswith("modeling_mixtral.py:81")
     assert info.value.hint.startswith("this is a transformers mixture-of-experts block running its experts loop")
@@ -73,3 +73,31 @@ def test_a_model_already_on_an_implementation_that_exports_gets_no_switch_hint()
     model, ids = _mixtral("batched_mm")
     program = exporter.export(model, (ids,))
     torch.testing.assert_close(program.module()(ids).logits, model(ids).logits, rtol=1e-4, atol=1e-5)
+
+
+def test_a_looping_experts_block_is_switched_by_default_and_matches_eager_on_other_routes():
+    model, ids = _mixtral(experts=32)
+    program = exporter.export(model, (ids,))
+    assert model.get_experts_implementation() == {"": "eager"}
+    (note,) = program.notes
+    assert note.kind is exporter.NoteKind.EXPERTS_SWITCHED and "batched_mm" in note.message
+    routes = set()  # the experts each input's tokens go to, as the eager loop visits them
+    hook = model.model.layers[0].mlp.experts.register_forward_pre_hook(
+        lambda _, args: routes.add(tuple(sorted(set(args[1].flatten().tolist()))))
+    )
+    try:
+        for seed in range(6):
+            torch.manual_seed(seed)
+            other = torch.randint(0, 100, (2, 8))
+            torch.testing.assert_close(program.module()(other).logits, model(other).logits, rtol=1e-4, atol=1e-5)
+    finally:
+        hook.remove()
+    assert len(routes) > 1 and all(len(route) < 32 for route in routes)  # some experts idle, others not
+
+
+def test_the_automatic_switch_is_off_where_the_user_chose_how_branches_export():
+    model, ids = _mixtral()
+    with pytest.raises(TraceError, match="data-dependent"):
+        exporter.export(model, (ids,), branches="refuse")
+    drafted = exporter.export(model, (ids,), draft=True)
+    assert drafted.notes == () and drafted.draft_report.assumptions

@@ -11,9 +11,9 @@ from exporter import Category, ConstraintError, ErrorInfo, InputSpecError, Modul
 
 class Gate(torch.nn.Module):
     def forward(self, x):
-        if x.sum() > 0:
-            return x.relu()
-        return -x
+        for _ in range(x.gt(0).sum()):
+            x = x * 0.5
+        return x
 
 
 GATE_LINE = f"{__file__}:{inspect.getsourcelines(Gate.forward)[1] + 1}"
@@ -31,7 +31,7 @@ class Block(torch.nn.Module):
 
 
 class Net(torch.nn.Module):
-    """The gate of the second block branches on a value; everything else exports."""
+    """The gate of the second block loops as many times as a value says; everything else exports."""
 
     def __init__(self):
         super().__init__()
@@ -135,8 +135,8 @@ class Twice(torch.nn.Module):
         first = self.inner(h)
         h.add_(100)
         second = self.inner(torch.ones(5, 4))
-        if first.sum() > second.sum():
-            return first
+        for _ in range(first.gt(0).sum()):
+            second = second * 0.5
         return second
 
 
@@ -209,8 +209,8 @@ def test_a_transformers_model_with_one_layer_made_to_fail():
 
     class BranchySelfOutput(BertSelfOutput):
         def forward(self, hidden_states, input_tensor):
-            if hidden_states.mean() > 0:
-                hidden_states = hidden_states * 2
+            for _ in range(hidden_states.gt(0).sum()):
+                hidden_states = hidden_states * 0.5
             return super().forward(hidden_states, input_tensor)
 
     config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
@@ -220,10 +220,10 @@ def test_a_transformers_model_with_one_layer_made_to_fail():
     ids = torch.randint(0, 64, (2, 8))
     report = report_submodules(model, (ids,), {"attention_mask": torch.ones(2, 8, dtype=torch.long)})
 
-    branch_line = f"{__file__}:{inspect.getsourcelines(BranchySelfOutput.forward)[1] + 1}"
+    loop_line = f"{__file__}:{inspect.getsourcelines(BranchySelfOutput.forward)[1] + 1}"
     assert [n.name for n in report.frontier] == ["encoder.layer.1.attention.output"]
     frontier = report.frontier[0]
-    assert frontier.class_name == "BranchySelfOutput" and frontier.error.location == branch_line
+    assert frontier.class_name == "BranchySelfOutput" and frontier.error.location == loop_line
     assert frontier.error.category is Category.DATA_DEPENDENT_CONTROL_FLOW
     statuses = _statuses(report)
     assert [name for name, status in statuses.items() if status == "failed"] == [

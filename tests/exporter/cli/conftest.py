@@ -21,9 +21,9 @@ MODELS = textwrap.dedent(
 
     class Branchy(torch.nn.Module):
         def forward(self, x):
-            if x.sum() > 0:
-                return x + 1
-            return x - 1
+            for _ in range(x.gt(0).sum()):
+                x = x * 0.5
+            return x
 
     class Noisy(torch.nn.Module):
         def forward(self, x):

@@ -125,9 +125,9 @@ def test_each_way_a_model_can_die_fails_that_model_alone(run, tmp_path):
         "1/7 models passed",
     ):
         assert text in " ".join(out.replace("│", " ").split()), text
-    assert f"at {tmp_path}/bad.py:7" in out, "a segfault points at the model's line"
+    assert "at bad.py:7" in out, "a segfault points at the model's line, relative to the working directory"
     assert "Fatal Python error" not in out, "the stacks only with -v"
-    assert f"at {tmp_path}/bad.py:24" in out, "so does a hang"
+    assert "at bad.py:24" in out, "so does a hang"
 
     summary = {m["reference"]: m for m in json.loads((tmp_path / "c.json").read_text())["models"]}
     assert summary["good.py:Net"]["status"] == "ok" and summary["good.py:Net"]["report"]["ops"]

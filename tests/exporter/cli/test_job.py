@@ -28,8 +28,8 @@ def test_failures_are_captured_with_their_category(models):
     failed = run_export(ExportSettings("unit_models.py:Branchy", save=False))
     assert not failed.ok and failed.exit_code == 1
     assert failed.error.category is Category.DATA_DEPENDENT_CONTROL_FLOW
-    branch_line = (models / "unit_models.py").read_text().splitlines().index("        if x.sum() > 0:") + 1
-    assert failed.error.location == f"{models / 'unit_models.py'}:{branch_line}"
+    loop_line = (models / "unit_models.py").read_text().splitlines().index("        for _ in range(x.gt(0).sum()):") + 1
+    assert failed.error.location == f"{models / 'unit_models.py'}:{loop_line}"
     assert not (models / "Branchy.pt2").exists()
 
     missing = run_export(ExportSettings("unit_models.py:Nope"))

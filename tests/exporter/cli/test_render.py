@@ -9,7 +9,17 @@ from rich.console import Console
 from exporter import Category, ErrorInfo, InputSpecError, ModuleStatus, SubmoduleNode, SubmoduleReport, TraceError
 from exporter.cli.check import CheckResult
 from exporter.cli.job import run_export
-from exporter.cli.render import progress, render_check, render_error, render_export, render_quiet, render_submodules
+from exporter.cli.render import (
+    progress,
+    render_check,
+    render_error,
+    render_export,
+    render_quiet,
+    render_submodules,
+    shown_location,
+    shown_path,
+    shown_paths_in,
+)
 from exporter.cli.report import ExportReport
 from exporter.cli.settings import ExportSettings
 
@@ -72,7 +82,7 @@ def test_a_failed_export_shows_the_submodule_tree_after_the_error(models):
     console = _console()
     render_export(report, console)
     text = _text(console)
-    location = report.error.location
+    location = os.path.basename(report.error.location)
     tree = text[text.index("submodules exported on their own, static shapes"):].splitlines()[1:]
     assert [line.rstrip() for line in tree] == [
         "Pipeline ✗ data-dependent control flow",
@@ -306,3 +316,71 @@ def test_state_updates_are_outputs_that_say_so():
     render_export(report, console)
     text = _text(console)
     assert "output  updates buffer count" in text and "1 buffer (1 element, 4 B) by module" in text
+
+
+def test_paths_under_the_current_directory_are_shown_relative_and_others_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    here = os.getcwd()
+    elsewhere = os.path.dirname(here)
+    cases = [
+        (os.path.join(here, "MLP.pt2"), "MLP.pt2"),
+        (os.path.join(here, "out", "MLP.pt2"), os.path.join("out", "MLP.pt2")),
+        ("out/MLP.pt2", "out/MLP.pt2"),
+        (os.path.join(elsewhere, "MLP.pt2"), os.path.join(elsewhere, "MLP.pt2")),
+        (here + "-other" + os.sep + "m.py", here + "-other" + os.sep + "m.py"),
+    ]
+    for path, shown in cases:
+        assert shown_path(path) == shown, path
+    assert shown_location(os.path.join(here, "branchy.py") + ":6") == "branchy.py:6"
+    assert shown_location(os.path.join(elsewhere, "m.py") + ":6") == os.path.join(elsewhere, "m.py") + ":6"
+    assert shown_location("<string>:3") == "<string>:3"
+    inside, outside = os.path.join(here, "m.py"), os.path.join(elsewhere, "m.py")
+    assert shown_paths_in(f"u0 = aten.item at {inside}:6; see {outside}:2") == f"u0 = aten.item at m.py:6; see {outside}:2"
+    assert shown_paths_in(f"copied to /mirror{inside}") == f"copied to /mirror{inside}"
+
+
+LOOP = """
+import torch
+
+class Repeat(torch.nn.Module):
+    def forward(self, x, n):
+        for _ in range(n.item()):
+            x = x * 2
+        return x
+
+example_inputs = (torch.ones(3), torch.tensor(3))
+"""
+
+
+def test_the_terminal_shows_written_files_and_source_lines_relative_and_the_report_keeps_them_absolute(models):
+    report = run_export(ExportSettings("unit_models.py:Net", output="out/n.pt2"))
+    assert report.ok and os.path.isabs(report.output_file) and report.to_json()["output_file"] == report.output_file
+    console = _narrow_console()
+    render_export(report, console)
+    text = _text(console)
+    assert re.search(r"program \(ATen\) +out/n.pt2 ", text), text
+    assert re.search(r"^saved out/n.pt2 \(", text, re.M), text
+    assert str(models) not in text
+    quiet = _console()
+    render_quiet(report, quiet)
+    assert " -> out/n.pt2 (" in _text(quiet)
+
+    (models / "loop.py").write_text(LOOP)
+    failed = run_export(ExportSettings("loop.py:Repeat"))
+    assert os.path.isabs(failed.error.location) and failed.to_json()["error"]["location"] == failed.error.location
+    console = _console()
+    render_export(failed, console)
+    text = _text(console)
+    assert re.search(r"│ at loop.py:6 +│", text), text
+    assert str(models) not in text
+    quiet = _console()
+    render_quiet(failed, quiet)
+    assert _text(quiet).strip().endswith(" at loop.py:6"), _text(quiet)
+
+    drafted = run_export(ExportSettings("loop.py:Repeat", draft=True, save=False))
+    assert any(os.path.isabs(a.location) and str(models) in (a.detail or "") for a in drafted.draft.assumptions)
+    console = _console()
+    render_export(drafted, console)
+    text = _text(console)
+    assert "aten.item at" in text and text.count("loop.py:6") == 2, text  # where, and the detail's location
+    assert str(models) not in text

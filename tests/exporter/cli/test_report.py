@@ -12,7 +12,7 @@ def test_the_json_has_every_documented_key():
     data = report.to_json()
     assert list(data) == [
         "schema", "status", "model", "inputs", "output_file", "ir", "artifacts", "timings", "dynamic",
-        "range_constraints", "dims", "signature", "ops", "modules", "verification", "draft", "error", "submodules",
+        "range_constraints", "dims", "signature", "ops", "modules", "verification", "draft", "branches", "notes", "error", "submodules",
         "versions",
     ]
     assert data["draft"] is None

@@ -15,7 +15,9 @@ class Small(torch.nn.Module):
 
 class Branchy(torch.nn.Module):
     def forward(self, x):
-        return x + 1 if x.sum() > 0 else x - 1
+        for _ in range(x.gt(0).sum()):
+            x = x * 0.5
+        return x
 
 
 class Noisy(torch.nn.Module):

@@ -76,3 +76,64 @@ def test_leak_finder_reports_paths():
     model[0].stash = [1, {"t": fake}]
     assert find_leaked_tracing_values(model) == ["0.stash[1]['t']"]
     del mode
+
+
+def test_a_snapshot_restores_nested_containers_as_often_as_asked():
+    from exporter.trace.preserve import ModuleSnapshot
+
+    model = torch.nn.Linear(2, 2)
+    inner, table = {"a": [1]}, [{"k": 1}]
+    model.registry = {"inner": inner}
+    model.table = table
+    snapshot = ModuleSnapshot(model)
+    for _ in range(2):
+        inner["b"] = 2
+        inner["a"].append(3)
+        table[0]["k"] = torch.zeros(1)
+        table.append("new")
+        model.added = 1
+        snapshot.restore()
+        assert model.registry == {"inner": {"a": [1]}} and model.registry["inner"] is inner
+        assert table == [{"k": 1}] and model.table is table and not hasattr(model, "added")
+
+
+class FillsACacheAndWritesABuffer(torch.nn.Module):
+    """An attention block's bias cache filled on first use in eval mode, beside a buffer
+    write that sends the trace from one way of tracing to the next."""
+
+    def __init__(self):
+        super().__init__()
+        self.biases = torch.nn.Parameter(torch.randn(4, 4))
+        self.register_buffer("history", torch.zeros(4, 4))
+        self.cache = {}
+
+    def forward(self, x):
+        key = str(x.device)
+        if key not in self.cache:
+            self.cache[key] = self.biases * 2
+        self.history[0].add_(1)
+        return x + self.cache[key]
+
+
+@pytest.mark.parametrize("fast_paths", [None, False], ids=["default", "make_fx only"])
+def test_every_way_of_tracing_starts_from_the_model_as_given_not_as_the_last_try_left_it(fast_paths):
+    model = FillsACacheAndWritesABuffer().eval()
+    x = torch.randn(4, 4)
+    ep = exporter.export(model, (x,), fast_paths=fast_paths)
+    assert model.cache == {}
+    torch.testing.assert_close(ep.module()(x), model(x))
+
+
+def test_a_cache_filled_by_an_eager_call_before_the_export_becomes_a_lifted_constant():
+    model = FillsACacheAndWritesABuffer().eval()
+    x = torch.randn(4, 4)
+    model(x)
+    (cached,) = model.cache.values()
+    ours = exporter.export(model, (x,))
+    theirs = torch.export.export(model, (x,), strict=False).run_decompositions({})
+    kinds = [spec.kind for spec in ours.graph_signature.input_specs]
+    assert kinds == [spec.kind for spec in theirs.graph_signature.input_specs]
+    (constant,) = ours.constants.values()
+    torch.testing.assert_close(constant, cached)
+    assert model.cache == {"cpu": cached}
+    torch.testing.assert_close(ours.module()(x), model(x))

@@ -25,6 +25,13 @@ class BranchOnData(torch.nn.Module):
         return x - 1
 
 
+class LoopsOnData(torch.nn.Module):
+    def forward(self, x):
+        for _ in range(x.gt(0).sum()):  # line-marker: loop
+            x = x * 0.5
+        return x
+
+
 class SizeFromData(torch.nn.Module):
     def forward(self, x):
         return x[: int(x.max().item())]  # line-marker: item
@@ -81,16 +88,20 @@ def _line(marker):
 
 
 @pytest.mark.parametrize(
-    "model, category, marker, match",
+    "model, options, category, marker, match",
     [
-        (BranchOnData(), "data-dependent control flow", "branch", r"needs the value of a tensor to decide what to do \(`if x.sum\(\) > 0:  # line-marker: branch`\)"),
-        (SizeFromData(), "data-dependent control flow", "item", "needs the value of a tensor"),
-        (CustomOpWithoutFake(), "unsupported operator", "custom", "cannot run on fake tensors"),
+        # a branch on a value is captured as torch.cond unless refused
+        (BranchOnData(), {"branches": "refuse"}, "data-dependent control flow", "branch",
+         r"needs the value of a tensor to decide what to do \(`if x.sum\(\) > 0:  # line-marker: branch`\)"),
+        (LoopsOnData(), {}, "data-dependent control flow", "loop",
+         r"needs the value of a tensor to decide what to do \(`for _ in range\(x.gt\(0\).sum\(\)\):  # line-marker: loop`\)"),
+        (SizeFromData(), {}, "data-dependent control flow", "item", "needs the value of a tensor"),
+        (CustomOpWithoutFake(), {}, "unsupported operator", "custom", "cannot run on fake tensors"),
     ],
 )
-def test_failures_name_category_and_user_line(model, category, marker, match):
+def test_failures_name_category_and_user_line(model, options, category, marker, match):
     with pytest.raises(TraceError, match=match) as info:
-        exporter.export(model, (torch.randn(2, 2),))
+        exporter.export(model, (torch.randn(2, 2),), **options)
     assert info.value.category.value == category
     assert info.value.location == _line(marker)
     assert info.value.hint
@@ -430,3 +441,61 @@ def test_a_buffer_update_can_be_written_back_into_its_placeholder_where_torch_ex
         write_back(ours)
         with pytest.raises(RuntimeError, match=_LEAF_WRITTEN):
             write_back(oracle)
+
+
+class RelativePositions(torch.nn.Module):
+    """A relative-position table rebuilt for the input's length, as vision models do."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.zeros(4, 4))
+
+    def forward(self, x):
+        n = x.shape[1]
+        if self.table.shape[0] != n:
+            idx = torch.arange(n)
+            self.table = (idx[:, None] - idx[None, :]).float()  # line-marker: rebuilt
+        return x + self.table.sum(0)
+
+
+class HoldsRelativePositions(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+        self.rel = RelativePositions()
+
+    def forward(self, x):
+        return self.rel(self.proj(x))
+
+
+@pytest.mark.parametrize("holder", [RelativePositions, HoldsRelativePositions], ids=["root", "submodule"])
+@pytest.mark.parametrize("ir", ["inference", "training"])
+def test_a_buffer_replaced_with_another_shape_is_computed_and_not_written_back(holder, ir):
+    model = holder().eval()
+    x = torch.randn(2, 8, 8)
+    ep = exporter.export(model, (x,), ir=ir)
+    prefix = "" if holder is RelativePositions else "rel."
+    assert [n.kind for n in ep.notes] == [exporter.NoteKind.BUFFER_NOT_WRITTEN_BACK]
+    (note,) = ep.notes
+    assert f"replaced buffer '{prefix}table' (4, 4) float32 with (8, 8) float32" in note.message
+    assert note.location == _line("rebuilt")
+    assert [s.kind for s in ep.graph_signature.output_specs] == [OutputKind.USER_OUTPUT]
+    program, eager = ep.module(), holder().eval()
+    eager.load_state_dict(model.state_dict())
+    for _ in range(2):  # the next call of the same size too, where eager keeps the rebuilt table
+        fresh = torch.randn(2, 8, 8)
+        torch.testing.assert_close(program(fresh), eager(fresh))
+    assert eager.get_buffer(f"{prefix}table").shape == (8, 8) and model.get_buffer(f"{prefix}table").shape == (4, 4)
+
+
+def test_a_replaced_buffer_matches_torch_exports_signature():
+    model, x = HoldsRelativePositions().eval(), torch.randn(2, 8, 8)
+    ours = exporter.export(model, (x,))
+    theirs = torch.export.export(model, (x,), strict=False).run_decompositions({})
+    assert ours.graph_signature == theirs.graph_signature
+
+
+def test_a_buffer_replaced_with_a_value_made_from_itself_is_refused():
+    with pytest.raises(exporter.TraceError, match=r"replaced buffer 'cache' \(\(2,\) torch.float32\) with \(3,\) "
+                       r"torch.float32 computed from the buffer itself"):
+        exporter.export(_Regrown(), (torch.ones(1),))

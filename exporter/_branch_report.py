@@ -1,0 +1,78 @@
+"""What branch capture did: each decision a program makes at run time, where it came from.
+
+Where forward branches on a tensor's value, exporter traces each side and joins them with
+``torch.cond``.  The program carries a ``BranchReport`` as ``ep.branch_report``: one
+``BranchDecision`` per value the program branches on, with the user's line, the predicate
+and the symbols it reads, and how many conds it became."""
+
+from __future__ import annotations
+
+import attrs
+
+__all__ = ["BranchDecision", "BranchReport", "branch_report"]
+
+
+@attrs.frozen
+class BranchDecision:
+    """One value the program branches on."""
+
+    location: str | None
+    """``file.py:LINE`` of the user's code that first asked for it."""
+    code: str | None
+    """That line's source (``if x.sum() > 0:``)."""
+    predicate: str
+    """The condition the program computes, over the symbols it reads (``Eq(u0, 1)``)."""
+    symbols: tuple[str, ...]
+    """Where each symbol of ``predicate`` comes from: ``u0 = aten._local_scalar_dense at file:line``."""
+    module: str
+    """The module call it was asked in (``encoder.layers.0.attn``; empty for the model itself)."""
+    uses: int
+    """How many times forward asked for it in the run that took its first value (a flag read
+    in every layer is one decision with a use per layer)."""
+    conds: int
+    """How many ``torch.cond`` regions it became (one per place the two sides part)."""
+    within: tuple[str, ...] = ()
+    """The decisions (``file.py:LINE``) whose branch it lies in, outermost first."""
+
+    def to_json(self) -> dict:
+        """The decision as the JSON report writes it."""
+        return attrs.asdict(self, recurse=False, value_serializer=lambda _, __, v: list(v) if isinstance(v, tuple) else v)
+
+    def __str__(self) -> str:
+        where = f" at {self.location}" if self.location else ""
+        code = f": `{self.code}`" if self.code else ""
+        inside = f", inside the branch at {self.within[-1]}" if self.within else ""
+        return (
+            f"branch{where}{code}\n    on {self.predicate} ({'; '.join(self.symbols) or 'no symbols'}), "
+            f"{self.uses} use(s), {self.conds} cond(s){inside}"
+        )
+
+
+@attrs.frozen
+class BranchReport:
+    """Every value the program branches on, and how many runs of forward it took to capture them."""
+
+    decisions: tuple[BranchDecision, ...] = ()
+    runs: int = 1
+    """Runs of forward traced: one, and one more for each decision's other value."""
+    checked: tuple[str, ...] = ()
+    """Lines (``file.py:LINE``) of branches whose other side raises (an input check): the
+    program takes the side that does not and asserts it when it runs, so an input that would
+    raise in eager fails the program's check instead."""
+
+    def to_json(self) -> dict:
+        """``{"runs": ..., "decisions": [...]}``, as the JSON report writes it."""
+        return {"runs": self.runs, "decisions": [d.to_json() for d in self.decisions], "checked": list(self.checked)}
+
+    def __str__(self) -> str:
+        lines = []
+        if self.decisions:
+            lines = [f"{len(self.decisions)} branch(es) on tensor values, captured as torch.cond from {self.runs} runs"]
+            lines += [f"{i}. {d}" for i, d in enumerate(self.decisions, 1)]
+        lines += [f"checked at run time (the other side raises): {where}" for where in self.checked]
+        return "\n".join(lines) or "no branch on tensor values"
+
+
+def branch_report(program: object) -> BranchReport | None:
+    """The report branch capture attached to ``program`` (None where nothing was captured)."""
+    return getattr(program, "branch_report", None)

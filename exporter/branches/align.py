@@ -1,0 +1,271 @@
+"""Where two runs of forward that took one decision's two values part, and where they meet again.
+
+The runs are identical up to the decision.  After it, they are compared node by node: where
+they differ a region starts, and it ends where the innermost module call that was running
+when the decision was asked returns, in each run.  From there the runs must agree again,
+node by node, up to the next use of the decision (another region) or the end; if they do
+not, the region ends one module call further out, and so on up to the end of forward.  A
+node after a region that reads a value the two runs computed differently reads one of the
+region's *slots*: the pair (value in the first run, value in the second)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+import torch
+import torch.utils._pytree as pytree
+
+from .decide import Decision
+
+__all__ = ["Region", "Run", "align"]
+
+
+@attrs.define(eq=False, slots=False)
+class Run:
+    """One traced run of forward, indexed for comparing with another."""
+
+    traced: Any
+    """The tracer's run: its graph module, fake mode, inputs and what it recorded."""
+    decisions: list[Decision]
+    schedule: dict
+
+    def __attrs_post_init__(self) -> None:
+        self.nodes: list[torch.fx.Node] = list(self.graph.nodes)
+        self.index = {node: i for i, node in enumerate(self.nodes)}
+        self.placeholders = [n for n in self.nodes if n.op == "placeholder"]
+        self.output = self.nodes[-1]
+        values = list(self.output.args[0])
+        mutated = list(self.traced.recorded.mutated)
+        self.updates = dict(zip(mutated, values[: len(mutated)]))
+        """Flat input index -> the node of its value at the end of forward, for the inputs written."""
+        self.results = values[len(mutated) :]
+        for decision in self.decisions:  # where each use lies in the finished graph
+            # not before the nodes its predicate reads (a value read, as a number, is not kept
+            # as an anchor)
+            after = max((self.index[n] + 1 for n in decision.bindings.values() if n in self.index), default=0)
+            decision.uses = [
+                (max(after, self.index[anchor] + 1 if anchor in self.index else len(self.placeholders)), stack)
+                for anchor, (_, stack) in zip(decision.anchors, decision.uses)
+            ]
+            decision.position = decision.uses[0][0]
+        self.stacks: list[tuple[str, ...]] = []
+        previous: tuple[str, ...] = ()
+        for node in self.nodes:
+            stack = node.meta.get("nn_module_stack")
+            previous = tuple(stack) if stack else previous
+            self.stacks.append(previous)
+
+    @property
+    def graph(self) -> torch.fx.Graph:
+        return self.traced.gm.graph
+
+    def outputs(self, universe: list[int]) -> list[Any]:
+        """The values forward leaves: each flat input in ``universe`` as it ends (its own
+        placeholder if this run did not write it), then the outputs."""
+        return [self.updates.get(i, self.placeholders[i]) for i in universe] + list(self.results)
+
+    def decision_at(self, site: Any) -> Decision | None:
+        return next((d for d in self.decisions if d.site == site), None)
+
+    def constant(self, node: torch.fx.Node) -> Any:
+        """The value a ``get_attr`` node reads."""
+        value: Any = self.traced.gm
+        for part in str(node.target).split("."):
+            value = getattr(value, part)
+        return value
+
+
+@attrs.define(eq=False)
+class Region:
+    """Where two runs part: nodes ``[start_a, end_a)`` of the first and ``[start_b, end_b)``
+    of the second, and the values leaving it."""
+
+    start_a: int
+    end_a: int
+    start_b: int
+    end_b: int
+    call: str | None
+    """The module call the region ends with (None: it runs to the end of forward)."""
+    slots: list[tuple[Any, Any]] = attrs.field(factory=list)
+    """(value in the first run, value in the second) for each value read after the region."""
+    slot_of: dict[Any, int] = attrs.field(factory=dict)
+    """First run's value -> its slot."""
+
+    def holds_a(self, i: int) -> bool:
+        return self.start_a <= i < self.end_a
+
+    def holds_b(self, j: int) -> bool:
+        return self.start_b <= j < self.end_b
+
+
+class Extend(Exception):
+    """The runs do not meet again where region ``args[0]`` ends: end it one module call further out."""
+
+
+class Parted(Exception):
+    """The runs part before the decision: they were traced differently."""
+
+
+class Unjoinable(Exception):
+    """The runs do not meet again even at the end of forward: they return different
+    structures (``args``: the two runs)."""
+
+
+@attrs.define
+class _Comparison:
+    a: Run
+    b: Run
+    regions: list[Region]
+    mapping: dict[torch.fx.Node, torch.fx.Node]
+    """Second run's node -> first run's node, for the nodes where the runs agree."""
+    changed: dict[torch.fx.Node, int] = attrs.field(factory=dict)
+    """First run's nodes outside every region that a region's slot stands for afterwards."""
+
+    def region_a(self, node: Any) -> int | None:
+        i = self.a.index.get(node)
+        return next((k for k, r in enumerate(self.regions) if i is not None and r.holds_a(i)), None)
+
+    def region_b(self, node: Any) -> int | None:
+        j = self.b.index.get(node)
+        return next((k for k, r in enumerate(self.regions) if j is not None and r.holds_b(j)), None)
+
+    def pair(self, x: Any, y: Any) -> bool:
+        """Whether value ``x`` of the first run and ``y`` of the second, read by nodes where
+        the runs agree again, are one value: the same node, or a slot of the region that
+        computed either (made here on first reading)."""
+        if not isinstance(x, torch.fx.Node) or not isinstance(y, torch.fx.Node):
+            return isinstance(x, torch.fx.Node) == isinstance(y, torch.fx.Node) and _same_constant(x, y)
+        rx, ry = self.region_a(x), self.region_b(y)
+        if rx is None and ry is None:
+            if x in self.changed:
+                return False
+            return self.mapping.get(y) is x
+        if rx is not None and ry is not None and rx != ry:
+            return False
+        k = rx if rx is not None else ry
+        region = self.regions[k]
+        if ry is None and y not in self.mapping:
+            return False
+        if x in region.slot_of:
+            return region.slots[region.slot_of[x]][1] is y
+        if rx is None and x in self.changed:
+            return False
+        region.slot_of[x] = len(region.slots)
+        region.slots.append((x, y))
+        if rx is None:
+            self.changed[x] = k
+        return True
+
+
+def _same_constant(x: Any, y: Any) -> bool:
+    if type(x) is not type(y):
+        return False
+    if isinstance(x, float) and math.isnan(x) and math.isnan(y):
+        return True
+    if isinstance(x, torch.Tensor):
+        return x is y or (x.shape == y.shape and x.dtype == y.dtype and bool(torch.equal(x, y)))
+    try:
+        return bool(x == y)
+    except Exception:  # noqa: BLE001 - values that cannot be compared are not the same
+        return False
+
+
+def _same_node(c: _Comparison, a: torch.fx.Node, b: torch.fx.Node) -> bool:
+    """Whether nodes ``a`` (first run) and ``b`` (second) compute the same value."""
+    if a.op != b.op or a.target != b.target and a.op != "get_attr":
+        return False
+    if a.op == "get_attr":
+        return _same_constant(c.a.constant(a), c.b.constant(b))
+    return _same_args(c, (a.args, a.kwargs), (b.args, b.kwargs))
+
+
+def _same_args(c: _Comparison, x: Any, y: Any) -> bool:
+    leaves_x, spec_x = pytree.tree_flatten(x)
+    leaves_y, spec_y = pytree.tree_flatten(y)
+    if spec_x != spec_y:
+        return False
+    return all(c.pair(p, q) for p, q in zip(leaves_x, leaves_y))
+
+
+def _end_of_call(run: Run, start: int, call: str | None) -> int:
+    """The first node at or after ``start`` outside module call ``call`` (the output node for None)."""
+    end = len(run.nodes) - 1
+    if call is None:
+        return end
+    for i in range(start, end):
+        if call not in run.stacks[i]:
+            return i
+    return end
+
+
+def _external_reads(c: _Comparison, k: int) -> None:
+    """A region's nodes may read only nodes both runs agree on, or their own region's."""
+    region = c.regions[k]
+    for i in range(region.start_a, region.end_a):
+        for x in c.a.nodes[i].all_input_nodes:
+            rx = c.region_a(x)
+            if rx is not None and rx != k:
+                raise Extend(rx)
+    for j in range(region.start_b, region.end_b):
+        for y in c.b.nodes[j].all_input_nodes:
+            ry = c.region_b(y)
+            if ry is not None and ry != k:
+                raise Extend(ry)
+            if ry is None and y not in c.mapping:
+                raise Extend(k)
+
+
+def align(a: Run, b: Run, decision: Decision, universe: list[int], levels: dict[int, int]) -> _Comparison:
+    """Compare ``a`` (``decision`` True) with ``b`` (False) from the decision on.  ``levels``:
+    how many module calls further out than the innermost each region ends (raised by the
+    caller on ``Extend``).  Returns the regions and the agreement between the runs."""
+    p = decision.position
+    if len(a.nodes) < p or len(b.nodes) < p or any(
+        x.op != y.op or (x.target != y.target and x.op != "get_attr") for x, y in zip(a.nodes[:p], b.nodes[:p])
+    ):
+        raise Parted(decision.site)
+    c = _Comparison(a, b, [], {y: x for x, y in zip(a.nodes[:p], b.nodes[:p])})
+    uses = sorted(decision.uses)
+    used = 0
+    i = j = p
+    end_a, end_b = len(a.nodes) - 1, len(b.nodes) - 1
+    while True:
+        while i < end_a and j < end_b and _same_node(c, a.nodes[i], b.nodes[j]):
+            c.mapping[b.nodes[j]] = a.nodes[i]
+            i, j = i + 1, j + 1
+        if i == end_a and j == end_b:
+            if _same_outputs(c, universe):
+                break
+            if c.regions and c.regions[-1].call is None:
+                raise Unjoinable(a, b)
+        fresh = [(position, stack) for position, stack in uses[used:] if position <= i]
+        used += len(fresh)  # each use of the decision opens at most one region
+        if not fresh and c.regions:
+            if c.regions[-1].call is None:
+                raise Unjoinable(a, b)
+            raise Extend(len(c.regions) - 1)
+        position, stack = (fresh or [uses[0]])[-1]
+        # The region starts where the decision was asked, not where the runs first differ:
+        # what lies between is the same in both runs, and a decision asked there belongs inside.
+        back = i - max(position, c.regions[-1].end_a if c.regions else p)
+        for n in b.nodes[j - back : j]:
+            c.mapping.pop(n, None)
+        i, j = i - back, j - back
+        k = len(c.regions)
+        # the innermost module call the decision was asked in that either run is still inside
+        # (one side may have nothing more to do in it)
+        inside = [key for key in reversed(stack) if key in a.stacks[min(i, end_a)] or key in b.stacks[min(j, end_b)]]
+        level = levels.get(k, 0)
+        call = inside[level] if level < len(inside) else None
+        region = Region(i, _end_of_call(a, i, call), j, _end_of_call(b, j, call), call)
+        c.regions.append(region)
+        _external_reads(c, k)
+        i, j = region.end_a, region.end_b
+    return c
+
+
+def _same_outputs(c: _Comparison, universe: list[int]) -> bool:
+    mine, theirs = c.a.outputs(universe), c.b.outputs(universe)
+    return len(mine) == len(theirs) and all(c.pair(x, y) for x, y in zip(mine, theirs))

@@ -1,0 +1,297 @@
+"""The branch capture stage: the runs of forward a model's branches on tensor values need,
+their join into one graph with torch.cond, the program's branch report, and the errors for
+what cannot be captured (sides of different structures, loops the data ends, the limit)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import attrs
+import torch
+
+from .._branch_report import BranchDecision, BranchReport
+from .._errors import Category, TraceError
+from .._state import ExportState
+from ..trace import tracer
+from ..trace.draft import symbol_origins
+from ..trace.module_function import Recorded
+from .align import Parted, Run, Unjoinable
+from .decide import Decider, Site, TooManyDecisions, limit_error, raised_by_model, refusal
+from .join import DataLoop, Joiner, interpreted
+
+__all__ = ["BRANCH_MODES", "DEFAULT_MAX_RUNS", "capture"]
+
+log = logging.getLogger(__name__)
+
+BRANCH_MODES = ("capture", "refuse", "draft")
+"""What an export does where forward branches on a tensor's value: trace both sides into
+``torch.cond`` (the default), fail naming the line, or follow the example (draft mode)."""
+
+DEFAULT_MAX_RUNS = 32
+"""Runs of forward one export may make for branch capture (one per decision, and one)."""
+
+
+class _SideRaises(Exception):
+    """A run of forward raised on the side of a decision it was told to take."""
+
+    def __init__(self, site: Site, value: bool) -> None:
+        super().__init__(site, value)
+        self.site, self.value = site, value
+
+
+def _raising_side(error: TraceError, decider: Decider) -> _SideRaises | None:
+    """Where forward raised (an input check: ``if (x < 0).any(): raise ValueError``) right
+    after a decision: that decision's side raises, so the program takes the other one and
+    checks it when it runs, as ``torch._check`` would."""
+    if error.category is not Category.MODEL_ERROR or not decider.decisions or not raised_by_model(error):
+        return None
+    last = decider.decisions[-1]
+    if last.site in decider.checked:
+        return None
+    return _SideRaises(last.site, not last.value)
+
+
+def _runner(request: Any, runs: dict[frozenset, Run], max_runs: int, checked: dict[Site, bool]) -> Any:
+    """``run_of(schedule)``: the run of forward that takes the scheduled decisions (traced
+    on first asking, at most ``max_runs`` of them)."""
+
+    def run_of(schedule: dict[Site, bool]) -> Run:
+        key = frozenset(schedule.items())
+        if key not in runs:
+            if len(runs) >= max_runs:
+                raise _TooManyRuns(next((s for s, v in schedule.items() if not v), None))
+            decider = Decider(schedule, limit=max_runs - 1, checked=checked)
+            try:
+                traced = tracer.run(request, decider)
+            except TooManyDecisions:
+                raise
+            except TraceError as error:
+                raises = _raising_side(error, decider)
+                if raises is not None and len(checked) < max_runs:
+                    raise raises from error
+                raise refusal(error, max_runs - 1) or error
+            runs[key] = Run(traced, list(decider.decisions), dict(schedule))
+            runs[key].checks = list(decider.checks)
+        return runs[key]
+
+    return run_of
+
+
+def _parted_error(parted: Parted | None) -> TraceError:
+    site = parted.args[0] if parted is not None and parted.args else None
+    return TraceError(
+        "the runs of forward that take a branch's two sides differ before the branch, so they cannot be "
+        "joined (forward does something else each time it runs)",
+        category=Category.BRANCH_CAPTURE,
+        location=getattr(site, "location", None),
+        hint="make forward deterministic up to the branch, or export with branches='draft' to follow the example",
+    )
+
+
+class _TooManyRuns(Exception):
+    def __init__(self, site: Site) -> None:
+        super().__init__(site)
+        self.site = site
+
+
+def capture(
+    root: torch.nn.Module,
+    bound: Any,
+    plan: Any,
+    *,
+    fast: Any,
+    prefer_deferred_runtime_asserts_over_guards: bool,
+    training: bool,
+    max_runs: int = DEFAULT_MAX_RUNS,
+) -> ExportState:
+    """Trace ``root`` as ``tracer.trace`` does, capturing its branches on tensor values as
+    ``torch.cond``; the state's ``branch_report`` says what was captured."""
+    first = tracer.prepare(
+        root, bound, plan, fast=fast, prefer_deferred_runtime_asserts_over_guards=prefer_deferred_runtime_asserts_over_guards,
+        training=training,
+    )
+    checked: dict[Site, bool] = {}  # decisions whose other side raises
+    while True:
+        decider = Decider({}, limit=max_runs - 1, checked=checked)  # each decision needs a run of its own
+        try:
+            traced = tracer.run(first, decider)
+        except TooManyDecisions as too_many:
+            raise refusal(too_many, max_runs - 1) from None
+        except TraceError as error:
+            raises = _raising_side(error, decider)
+            if raises is None or len(checked) >= max_runs:
+                raise refusal(error, max_runs - 1) or error
+            checked[raises.site] = raises.value
+            continue
+        break
+    if not decider.decisions:
+        state = tracer.finish(first, traced)
+        if checked:
+            state.branch_report = BranchReport((), 1, _checked_lines(checked))
+        return state
+    # forward branches on values: every run from here on shares one fake world, so their graphs
+    # read the same inputs and symbols, and is traced the same way (functionalized if any is)
+    functionalize = first.watch.functionalized
+    attempts = 0
+    while attempts < 2:  # a second time, every run functionalized, if the runs were traced differently
+        attempts += 1
+        request = tracer.prepare(
+            root, bound, plan, fast=fast, prefer_deferred_runtime_asserts_over_guards=prefer_deferred_runtime_asserts_over_guards,
+            training=training, shared_world=True, always_functionalize=functionalize,
+        )
+        runs: dict[frozenset, Run] = {}
+        run_of = _runner(request, runs, max_runs, checked)
+        try:
+            base = run_of({})
+            joiner, joined = _join(base, run_of, runs)
+        except _TooManyRuns as too_many:
+            raise limit_error(too_many.site.location if too_many.site else None, max_runs) from None
+        except TooManyDecisions as too_many:
+            raise refusal(too_many, max_runs - 1) from None
+        except Unjoinable as unjoinable:
+            raise _structure_error(*unjoinable.args) from None
+        except DataLoop as loop:
+            raise _loop_error(loop.args[0]) from None
+        except _SideRaises as raises:
+            checked[raises.site] = raises.value  # the runs start over, holding it
+            attempts -= 1
+            continue
+        except Parted as parted:
+            if functionalize:
+                raise _parted_error(parted) from None
+            functionalize = True
+            continue
+        if len({run.traced.kind for run in runs.values()}) == 1:
+            break
+        functionalize = True  # a later run needed functionalization: trace every run so
+    else:
+        raise _parted_error(None)
+    _check_structures(runs)
+    recorded = Recorded(
+        out_spec=base.traced.recorded.out_spec,
+        mutated=list(joiner.universe),
+        replaced=_unique(note for run in runs.values() for note in run.traced.recorded.replaced),
+    )
+    try:
+        traced = tracer.replay(request, interpreted(joined), recorded, base.traced.kind)
+    except TraceError as error:
+        raise _join_error(joiner, error) from error
+    state = tracer.finish(request, traced)
+    state.branch_report = attrs.evolve(_report(joiner, base, runs), checked=_checked_lines(checked))
+    return state
+
+
+def _join(base: Run, run_of: Any, runs: dict[frozenset, Run]) -> tuple[Joiner, torch.fx.GraphModule]:
+    """Join every run into one graph, over the inputs any run writes (a write on one side
+    only is an output of the cond, which is why the set is known only once all ran)."""
+    universe: list[int] = []
+    while True:
+        joiner = Joiner(run_of, universe)
+        joined = joiner.build(base)
+        written = sorted({i for run in runs.values() for i in run.traced.recorded.mutated})
+        if written == universe:
+            return joiner, joined
+        universe = written
+
+
+def _check_structures(runs: dict[frozenset, Run]) -> None:
+    """Every run returns the same structure (torch.cond's branches must)."""
+    specs = {}
+    for run in runs.values():
+        specs.setdefault(str(run.traced.recorded.out_spec), run)
+    if len(specs) > 1:
+        raise _structure_error(*list(specs.values())[:2])
+
+
+def _structure_error(first: Run, other: Run) -> TraceError:
+    flipped = next((d for d in other.decisions if not d.value), None) or next((d for d in first.decisions if not d.value), None)
+    ours, theirs = first.traced.recorded.out_spec, other.traced.recorded.out_spec
+    found = (
+        f": {_structure(ours)} on one, {_structure(theirs)} on the other" if str(ours) != str(theirs)
+        else " (the values forward writes differ)"
+    )
+    return TraceError(
+        "forward() returns different structures on the two sides of a branch on a tensor's value"
+        + (f" (`{flipped.code}`)" if flipped and flipped.code else "") + found,
+        category=Category.BRANCH_CAPTURE,
+        location=flipped.site.location if flipped else None,
+        hint="return the same structure on both sides (None where a value is missing is a different "
+        "structure: return a tensor of the same kind instead), or export with branches='draft' to "
+        "follow the example",
+    )
+
+
+def _structure(spec: Any) -> str:
+    """A pytree structure in words: ``a tensor``, ``a tuple of 2``, ``a dict with keys a, b``."""
+    if spec is None or spec.is_leaf():
+        return "one value"
+    name = getattr(spec.type, "__name__", str(spec.type))
+    if isinstance(spec.context, (list, tuple)) and spec.context and all(isinstance(k, str) for k in spec.context):
+        return f"a {name} with keys {', '.join(spec.context)}"
+    return f"a {name} of {spec.num_children}"
+
+
+def _loop_error(decision: Any) -> TraceError:
+    return TraceError(
+        "forward() loops as many times as the data says"
+        + (f" (`{decision.code}` decides whether it goes on)" if decision.code else "")
+        + ": each side of the decision asks it again, so no fixed number of branches holds every input",
+        category=Category.DATA_DEPENDENT_CONTROL_FLOW,
+        location=decision.site.location,
+        hint="loop a fixed number of times and let masks skip the steps past the end (or use "
+        "torch.while_loop), or export with branches='draft' to follow the example's count",
+    )
+
+
+def _join_error(joiner: Joiner, error: TraceError) -> TraceError:
+    """A join torch.cond refuses (branches whose outputs it cannot merge), named at the decision."""
+    decision = joiner.decisions[-1][0] if joiner.decisions else None
+    return TraceError(
+        "the two sides of a branch on a tensor's value cannot be one program"
+        + (f" (`{decision.code}`)" if decision and decision.code else "")
+        + f": torch.cond refuses them: {error.message}",
+        category=Category.BRANCH_CAPTURE,
+        location=decision.site.location if decision else error.location,
+        hint="make both sides return tensors of the same dtype and rank (shapes may differ in size), "
+        "or export with branches='draft' to follow the example",
+    )
+
+
+def _checked_lines(checked: dict[Site, bool]) -> tuple[str, ...]:
+    return tuple(site.location or "?" for site in checked)
+
+
+def _unique(items: Any) -> list[Any]:
+    seen, out = set(), []
+    for item in items:
+        if str(item) not in seen:
+            seen.add(str(item))
+            out.append(item)
+    return out
+
+
+def _strip(module: str) -> str:
+    from ..trace.module_function import ROOT_ATTR
+
+    if module == ROOT_ATTR:
+        return ""
+    return module[len(ROOT_ATTR) + 1 :] if module.startswith(ROOT_ATTR + ".") else module
+
+
+def _report(joiner: Joiner, base: Run, runs: dict[frozenset, Run]) -> BranchReport:
+    """One entry per decision site, however many contexts it was joined in."""
+    entries: dict[Site, BranchDecision] = {}
+    for decision, context, regions in joiner.decisions:
+        if decision.site in entries:
+            entry = entries[decision.site]
+            entries[decision.site] = attrs.evolve(entry, conds=entry.conds + regions)
+            continue
+        run = next((r for r in runs.values() if any(d is decision for d in r.decisions)), base)
+        origins = symbol_origins(run.traced.gm)
+        symbols = tuple(origins.get(str(s), str(s)) for s in sorted(decision.expression.free_symbols, key=str))
+        entries[decision.site] = BranchDecision(
+            decision.site.location, decision.code, str(decision.expression), symbols, _strip(decision.site.module),
+            len(decision.uses), regions, tuple(site.location or "?" for site in context),
+        )
+    return BranchReport(tuple(entries.values()), len(runs))

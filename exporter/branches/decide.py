@@ -1,0 +1,265 @@
+"""Decisions: where one run of forward needs a Python bool from a tensor's value, take it from
+a schedule instead of failing, and remember where and what was decided.
+
+The ShapeEnv calls the ``Decider`` when a boolean expression over data-dependent symbols
+(``Eq(u0, 1)`` for ``if x.sum() > 0:``) has no value.  The decider answers from its schedule
+(True unless the schedule says otherwise), lets the ShapeEnv assume the answer for the rest of
+the run, and records a ``Decision``: the site (module call, user line, occurrence), the
+expression, the graph position, and the module calls active there.  One value is one
+decision: the same expression asked again, also through another ``.item()`` of the same
+tensor, gets the same answer and counts as another use of the decision."""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+from typing import Any
+
+import attrs
+import sympy
+import torch
+
+from .._errors import Category, TraceError
+from .._ir import is_library_frame
+from ..trace.write_watch import writes
+from .._torch_internals import (
+    QUERY_FILES,
+    OpOverload,
+    GuardOnDataDependentSymNode,
+    assume,
+    check_at_run_time,
+    current_module_stack,
+    free_unbacked_symbols,
+    traced_graph,
+)
+
+__all__ = ["ITEM_OPS", "Check", "Decider", "Decision", "Site", "TooManyDecisions", "limit_error", "raised_by_model", "refusal"]
+
+ITEM_OPS = (torch.ops.aten.item.default, torch.ops.aten._local_scalar_dense.default)
+"""The ops that read a tensor's one value into Python (``.item()``, ``bool(t)``)."""
+
+
+@attrs.frozen
+class Site:
+    """Where a decision is made, the same in every run that gets there the same way: the
+    innermost module call, the user's line, and which of that line's decisions in that call
+    it is (a loop decides on the same line several times)."""
+
+    module: str
+    location: str | None
+    occurrence: int
+
+
+@attrs.define(eq=False)
+class Decision:
+    """One value a run of forward branched on, and what the run took for it."""
+
+    site: Site
+    expression: sympy.Basic
+    """The predicate, over this run's symbols (``Eq(u0, 1)``: ``bool(t)`` of a bool tensor)."""
+    value: bool
+    position: int
+    """Where the sides part: the index, in the run's finished graph, of the first node made
+    after it was first asked (``Run`` sets it from ``anchor``)."""
+    stack: tuple[str, ...]
+    """The module calls active when it was first asked, outermost first."""
+    code: str | None
+    """The user's source line that asked."""
+    uses: list[tuple[int, tuple[str, ...]]] = attrs.field(factory=list)
+    """Every time it was asked (the first included): graph position and module calls."""
+    anchors: list[torch.fx.Node | None] = attrs.field(factory=list)
+    """For each use, the last node made before it that the trace keeps to the end (make_fx
+    drops unused size arithmetic when it finishes, so counting nodes while tracing is not
+    enough)."""
+    bindings: dict[sympy.Symbol, torch.fx.Node] = attrs.field(factory=dict)
+    """The node of this run's graph that binds each symbol of ``expression``."""
+
+
+@attrs.define(eq=False)
+class Check:
+    """A decision whose other side raises: the run held ``fact``, which the program asserts."""
+
+    site: Site
+    fact: sympy.Basic
+    bindings: dict[sympy.Symbol, torch.fx.Node]
+    """The node of the run's graph that binds each symbol of ``fact``."""
+
+
+class TooManyDecisions(Exception):
+    """A run met more decisions than the limit."""
+
+
+def _binding_nodes(graph: torch.fx.Graph | None, symbols: set[sympy.Symbol]) -> dict[sympy.Symbol, torch.fx.Node]:
+    """The node of ``graph`` whose ``unbacked_bindings`` binds each of ``symbols``."""
+    found: dict[sympy.Symbol, torch.fx.Node] = {}
+    if graph is None:
+        return found
+    for node in reversed(graph.nodes):
+        for symbol in node.meta.get("unbacked_bindings", None) or {}:
+            if symbol in symbols and symbol not in found:
+                found[symbol] = node
+        if len(found) == len(symbols):
+            break
+    return found
+
+
+def _is_boolean(expr: sympy.Basic) -> bool:
+    """Whether ``expr`` is a condition (a comparison, or a logical combination of them), not a
+    number (a bare symbol is a size or a value: sympy counts it as Boolean too)."""
+    if getattr(expr, "is_Relational", False):
+        return True
+    return isinstance(expr, (sympy.And, sympy.Or, sympy.Not, sympy.Xor)) and all(_is_boolean(a) for a in expr.args)
+
+
+def _anchor(graph: torch.fx.Graph | None) -> torch.fx.Node | None:
+    """The last node of ``graph`` that make_fx keeps when it finishes: not one whose value is
+    a symbolic number (sizes read and size arithmetic, which it drops when unused)."""
+    if graph is None:
+        return None
+    symbolic = (torch.SymInt, torch.SymFloat, torch.SymBool)
+    for node in reversed(graph.nodes):
+        if node.op in ("placeholder", "get_attr") or not isinstance(node.meta.get("val"), symbolic):
+            return node
+    return None
+
+
+def _user_line() -> tuple[str | None, str | None, bool]:
+    """The innermost user frame's ``file:line`` and source, and whether the model's own code
+    asked (only torch's bool conversion and the ShapeEnv run between it and here), rather
+    than an operator or other torch code the model called."""
+    frame = sys._getframe(2)
+    direct = True
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not is_library_frame(filename):
+            code = linecache.getline(filename, frame.f_lineno).strip() or None
+            return f"{filename}:{frame.f_lineno}", code, direct
+        if filename not in QUERY_FILES and not filename.startswith(_PACKAGE):
+            direct = False
+        frame = frame.f_back
+    return None, None, False
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+class Decider:
+    """Answers a run's data-dependent booleans from ``schedule`` (site -> value; True where the
+    schedule is silent) and records each ``Decision``."""
+
+    def __init__(self, schedule: dict[Site, bool] | None = None, *, limit: int = 32, checked: dict[Site, bool] | None = None) -> None:
+        self.schedule = dict(schedule or {})
+        self.checked = dict(checked or {})
+        """Sites whose other side raises: held to this value and checked when the program runs."""
+        self.limit = limit
+        self.active = True
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the decisions of a run that was abandoned (the next way of tracing starts over)."""
+        self.decisions: list[Decision] = []
+        self.checks: list[Check] = []
+        self._known: dict[sympy.Basic, Decision] = {}
+        self._occurrences: dict[tuple[str, str | None], int] = {}
+        self._item_symbols: dict[torch.fx.Node, sympy.Symbol] = {}
+
+    def __call__(self, shape_env: Any, expr: sympy.Basic, error: GuardOnDataDependentSymNode) -> bool:
+        if not self.active or not _is_boolean(expr):
+            raise error
+        location, code, direct = _user_line()
+        if not direct:  # an operator's own question: not a branch of the model's
+            raise error
+        graph = traced_graph()
+        stack = tuple(current_module_stack())
+        anchor = _anchor(graph)
+        position = 0
+        bindings = _binding_nodes(graph, set(free_unbacked_symbols(expr)))
+        canonical = self._canonical(expr, bindings)
+        known = self._known.get(canonical)
+        negated = self._known.get(sympy.Not(canonical)) if known is None else None
+        if known is not None or negated is not None:
+            decision = known or negated
+            value = decision.value if known is not None else not decision.value
+            decision.uses.append((position, stack))
+            decision.anchors.append(anchor)
+        else:
+            if len(self.decisions) >= self.limit:
+                raise TooManyDecisions(location) from error
+            module = stack[-1] if stack else ""
+            occurrence = self._occurrences.get((module, location), 0)
+            self._occurrences[(module, location)] = occurrence + 1
+            site = Site(module, location, occurrence)
+            if site in self.checked:
+                value = self.checked[site]
+                fact = expr if value else sympy.Not(expr)
+                check_at_run_time(shape_env, fact, f"forward() raises on the other side of `{code}` ({location})")
+                self.checks.append(Check(site, fact, _binding_nodes(graph, set(free_unbacked_symbols(fact)))))
+                return value
+            value = self.schedule.get(site, True)
+            decision = Decision(
+                site, canonical, value, position, stack, code, uses=[(position, stack)], anchors=[anchor], bindings=bindings
+            )
+            self.decisions.append(decision)
+            self._known[canonical] = decision
+        assume(shape_env, expr if value else sympy.Not(expr))
+        return value
+
+    def _canonical(self, expr: sympy.Basic, bindings: dict[sympy.Symbol, torch.fx.Node]) -> sympy.Basic:
+        """``expr`` with every symbol that is an ``.item()`` of a tensor replaced by the first
+        symbol this run took from the same value: two reads of one value are one value, also
+        where each ``bool(t)`` computed ``t != 0`` again before reading it."""
+        replace = {}
+        for symbol, node in bindings.items():
+            if node.target in ITEM_OPS and node.args:
+                first = self._item_symbols.setdefault(_value_key(node.args[0]), symbol)
+                if first is not symbol:
+                    replace[symbol] = first
+        return expr.xreplace(replace) if replace else expr
+
+
+def _value_key(node: Any, depth: int = 8) -> Any:
+    """What identifies the value ``node`` computes: the node itself, or for a pure ATen op the
+    op and the keys of its arguments (two ``ne(flag, 0)`` nodes are one value)."""
+    if not isinstance(node, torch.fx.Node) or depth == 0:
+        return node if isinstance(node, torch.fx.Node) else ("constant", repr(node))
+    target = node.target
+    if node.op != "call_function" or not isinstance(target, OpOverload) or writes(target):
+        return node
+    if torch.Tag.nondeterministic_seeded in target.tags:  # two draws are two values
+        return node
+    return (target, tuple(_value_key(a, depth - 1) for a in node.args), tuple(sorted((k, repr(v)) for k, v in node.kwargs.items())))
+
+
+def refusal(error: BaseException, limit: int) -> TraceError | None:
+    """The TraceError for a run that met more decisions than ``limit`` allows, or None for
+    another failure."""
+    for cause in _chain(error):
+        if isinstance(cause, TooManyDecisions):
+            return limit_error(cause.args[0] if cause.args else None, limit + 1)
+    return None
+
+
+def raised_by_model(error: BaseException) -> bool:
+    """Whether ``error`` is the model's own exception (an input check that raised), not
+    branch capture's limit or a question about data no decision answered."""
+    return not any(isinstance(cause, (TooManyDecisions, GuardOnDataDependentSymNode)) for cause in _chain(error))
+
+
+def limit_error(location: str | None, max_runs: int) -> TraceError:
+    """Branch capture needs more runs of forward than it may make."""
+    return TraceError(
+        f"forward() branches on tensor values in more ways than {max_runs} runs of forward can capture",
+        category=Category.BRANCH_CAPTURE,
+        location=location,
+        hint=f"raise the limit (exporter.export(..., max_branch_runs=N), now {max_runs}), compute without the "
+        "branches (torch.where), or export with branches='draft' to follow the example's values",
+    )
+
+
+def _chain(error: BaseException):
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__

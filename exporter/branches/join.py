@@ -1,0 +1,415 @@
+"""One graph from the runs of forward: where runs part on a decision, ``torch.cond`` on the
+decision's predicate with each run's part as a branch; everything the runs share, once.
+
+``Joiner.build`` walks the run that took every decision's first value.  For the first
+decision it meets, it asks for the run that took the other value, aligns the two
+(``align.py``) and emits, for each region where they part, the predicate, a cond whose
+branches are the two runs' nodes of the region (each built the same way, so a decision made
+inside a region becomes a cond inside that branch), and the region's slots; nodes after the
+region that read a value the runs computed differently read the slot instead.  The graph is
+then traced again, on the export's fake inputs, so torch.cond's own tracing makes the
+branches' graphs and joins their outputs' sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import sympy
+import torch
+
+from .._torch_internals import OpOverload, assumed, bound_value, check_value, evaluate_expression
+from ..trace.write_watch import aliases
+from .align import Extend, Region, Run, align
+from .decide import ITEM_OPS, Decision, Site
+
+__all__ = ["DataLoop", "Joiner", "Overlap", "interpreted"]
+
+
+class DataLoop(Exception):
+    """A decision is asked again on the other side of itself: the number of times forward goes
+    round a loop (``break``, ``while``) depends on the data."""
+
+
+class Overlap(Exception):
+    """A region inside a branch reaches past the branch's end: the outer region must grow."""
+
+    def __init__(self, end: int) -> None:
+        super().__init__(end)
+        self.end = end
+
+
+class _Grow(Exception):
+    """Region ``region`` of the decision being joined must end one module call further out."""
+
+    def __init__(self, region: int) -> None:
+        super().__init__(region)
+        self.region = region
+
+
+class Predicate:
+    """A decision's predicate computed from the values that bind its symbols (an ``.item()``,
+    a size), for a graph node: traced, it records the ops that make the SymBool."""
+
+    def __init__(self, expression: sympy.Basic, symbols: list[sympy.Symbol], keypaths: list[Any]) -> None:
+        self.expression, self.symbols, self.keypaths = expression, symbols, keypaths
+        self.__name__ = "predicate"
+
+    def __call__(self, *values: Any) -> Any:
+        bound = {s: bound_value(v, k) for s, v, k in zip(self.symbols, values, self.keypaths)}
+        return evaluate_expression(self.expression, bound)
+
+
+class Branch:
+    """One side of a cond: runs its graph through an interpreter, so that tracing it again
+    keeps each node's stack trace and module stack, assuming the predicate's value."""
+
+    def __init__(self, gm: torch.fx.GraphModule, value: bool) -> None:
+        self.gm, self.value = gm, value
+        self.predicate: Any = None
+
+    def __call__(self, *operands: Any) -> tuple[Any, ...]:
+        shape_env = _shape_env(self.predicate)
+        fact = self.predicate.node.expr if isinstance(self.predicate, torch.SymBool) else None
+        if shape_env is None or fact is None:
+            return tuple(torch.fx.Interpreter(self.gm).run(*operands))
+        with assumed(shape_env, fact if self.value else sympy.Not(fact)):
+            return tuple(torch.fx.Interpreter(self.gm).run(*operands))
+
+
+def _shape_env(value: Any) -> Any:
+    node = getattr(value, "node", None)
+    return getattr(node, "shape_env", None)
+
+
+def cond(predicate: Any, true_branch: Branch, false_branch: Branch, *operands: Any) -> Any:
+    """``torch.ops.higher_order.cond`` of the branches, each assuming the predicate's value."""
+    true_branch.predicate = false_branch.predicate = predicate
+    return torch.ops.higher_order.cond(predicate, true_branch, false_branch, tuple(operands))
+
+
+cond.__name__ = "cond"
+
+
+@attrs.define(eq=False)
+class _Graph:
+    """A graph being built from one run's nodes, with where each node went."""
+
+    graph: torch.fx.Graph
+    run: Run
+    env: dict[torch.fx.Node, torch.fx.Node]
+    parent: _Graph | None = None
+    translate: Callable[[torch.fx.Node], tuple[Run, torch.fx.Node]] | None = None
+    """For a branch: a node of this graph's run outside the branch -> (run, node) of the
+    graph outside, where the value lives there."""
+    externals: list[tuple[Run, torch.fx.Node]] = attrs.field(factory=list)
+    """For a branch: the outside values its placeholders stand for, in order."""
+
+
+class Joiner:
+    """Builds the joined graph; ``run_of(schedule)`` traces (or recalls) the run a schedule gives."""
+
+    def __init__(self, run_of: Callable[[dict[Site, bool]], Run], universe: list[int]) -> None:
+        self.run_of = run_of
+        self.universe = universe
+        self.constants: dict[str, Any] = {}
+        self._joining: set[int] = set()
+        """The decisions being joined now (their regions' surroundings are copied without them)."""
+        self.decisions: list[tuple[Decision, dict[Site, bool], int]] = []
+        """Every decision joined: the decision, the decisions fixed around it, its regions."""
+
+    # -- values
+
+    def _lookup(self, g: _Graph, run: Run, node: torch.fx.Node) -> torch.fx.Node:
+        """The node of ``g`` that holds ``run``'s value ``node``: copied already, a constant,
+        or (in a branch) a placeholder for a value from outside."""
+        if run is g.run and node in g.env:
+            return g.env[node]
+        if node.op == "get_attr" and g.parent is None:
+            name = f"_joined_constant_{len(self.constants)}"
+            self.constants[name] = run.constant(node)
+            new = g.graph.get_attr(name)
+            new.meta = dict(node.meta)
+            if run is g.run:
+                g.env[node] = new
+            return new
+        if g.parent is None:
+            raise KeyError(f"{node} is read before it is made")
+        outside = (run, node) if run is not g.run else (g.translate(node) if g.translate else (g.parent.run, node))
+        for k, external in enumerate(g.externals):
+            if external[0] is outside[0] and external[1] is outside[1]:
+                return _placeholders(g.graph)[k]
+        g.externals.append(outside)
+        placeholder = g.graph.placeholder(f"operand_{len(g.externals) - 1}")
+        placeholder.meta = dict(outside[1].meta)
+        if run is g.run:
+            g.env[node] = placeholder
+        return placeholder
+
+    def _copy(self, g: _Graph, node: torch.fx.Node) -> None:
+        if node.op == "get_attr":
+            g.env[node] = self._lookup(g, g.run, node)
+            return
+        new = g.graph.node_copy(node, lambda n: self._lookup(g, g.run, n))
+        g.env[node] = new
+
+    # -- spans
+
+    def span(self, g: _Graph, start: int, end: int, context: dict[Site, bool]) -> None:
+        """Copy nodes ``[start, end)`` of ``g.run`` into ``g``, joining the decisions first
+        made there (those ``context`` does not fix) as conds."""
+        run = g.run
+        final = len(run.nodes) - 1
+        pending = [
+            d for d in run.decisions
+            if (start <= d.position < end or start < end == final == d.position)  # sides that part at the very end
+            and d.site not in context and id(d) not in self._joining
+        ]
+        if not pending:
+            for node in run.nodes[start:end]:
+                if node.op != "placeholder":
+                    self._copy(g, node)
+            return
+        decision = min(pending, key=lambda d: d.position)
+        levels: dict[int, int] = {}
+        mark = _mark(g)
+        self._joining.add(id(decision))
+        try:
+            while True:
+                try:
+                    self._decision(g, start, end, decision, context, levels)
+                    return
+                except _Grow as grow:
+                    _rewind(g, mark)
+                    levels[grow.region] = levels.get(grow.region, 0) + 1
+        finally:
+            self._joining.discard(id(decision))
+
+    def _decision(self, g: _Graph, start: int, end: int, decision: Decision, context: dict[Site, bool], levels: dict[int, int]) -> None:
+        run = g.run
+        line = (decision.site.module, decision.site.location)
+        if any((site.module, site.location) == line for site in context):
+            # asked again inside its own branch: a loop that goes on or stops as the data says
+            raise DataLoop(decision)
+        other = self.run_of({**context, decision.site: not decision.value})
+        if other.decision_at(decision.site) is None:
+            raise AssertionError(f"the run with {decision.site} flipped did not make that decision")
+        while True:
+            try:
+                comparison = align(run, other, decision, self.universe, levels)
+                break
+            except Extend as extend:
+                k = extend.args[0]
+                levels[k] = levels.get(k, 0) + 1
+        regions = comparison.regions
+        if regions and regions[-1].end_a > end:
+            raise Overlap(regions[-1].end_a)  # the enclosing branch ends first: it must grow
+        self.decisions.append((decision, dict(context), len(regions)))
+        position = start
+        for k, region in enumerate(regions):
+            try:
+                self.span(g, position, region.start_a, context)
+            except Overlap as overlap:  # a decision between two regions reaches into the next
+                if not k:
+                    raise
+                raise _Grow(k - 1) from overlap
+            try:
+                self._cond(g, region, decision, other, comparison.mapping, context)
+            except Overlap as overlap:  # a decision inside the region reaches past its end
+                raise _Grow(k) from overlap
+            position = region.end_a
+        self.span(g, position, end, context)
+
+    def _cond(self, g: _Graph, region: Region, decision: Decision, other: Run, mapping: dict, context: dict[Site, bool]) -> None:
+        run = g.run
+        sides = []
+        for value, side_run, start, end in (
+            (decision.value, run, region.start_a, region.end_a),
+            (not decision.value, other, region.start_b, region.end_b),
+        ):
+            translate = None if side_run is run else (lambda y, m=mapping: (run, m[y]) if y in m else (other, y))
+            side = _Graph(torch.fx.Graph(), side_run, {}, parent=g, translate=translate)
+            self.span(side, start, end, {**context, decision.site: value})
+            outputs = [pair[0] if side_run is run else pair[1] for pair in region.slots]
+            values = [self._lookup(side, side_run, v) if isinstance(v, torch.fx.Node) else v for v in outputs]
+            side.graph.output(tuple(_not_aliasing(side.graph, v) for v in values))
+            sides.append(side)
+        operands = _unite(self, g, sides)
+        first = (run.nodes[region.start_a] if region.start_a < region.end_a else run.nodes[min(region.start_a, len(run.nodes) - 1)])
+        meta = {k: first.meta[k] for k in ("stack_trace", "nn_module_stack") if k in first.meta}
+        predicate, negated = self._predicate(g, decision, meta)
+        names = []
+        for value, side in zip((decision.value, not decision.value), sides):
+            name = f"_joined_branch_{len(self.constants)}"
+            self.constants[name] = Branch(torch.fx.GraphModule(dict(self.constants), side.graph), value != negated)
+            names.append(g.graph.get_attr(name))
+        true_branch, false_branch = names if decision.value != negated else names[::-1]
+        joined = g.graph.call_function(cond, (predicate, true_branch, false_branch, *operands))
+        joined.meta.update(meta)
+        for k, (x, _) in enumerate(region.slots):
+            item = g.graph.call_function(_getitem, (joined, k))
+            item.meta.update(meta)
+            if isinstance(x, torch.fx.Node):
+                g.env[x] = item
+
+    def _hold(self, g: _Graph, run: Run, check: Any) -> None:
+        """The program's assert of a decision held because its other side raises."""
+        symbols = sorted(check.fact.free_symbols, key=str)
+        if not all(s in check.bindings for s in symbols):
+            raise Unjoinable(run, run)
+        meta = {k: check.bindings[symbols[0]].meta[k] for k in ("stack_trace", "nn_module_stack") if symbols and k in check.bindings[symbols[0]].meta}
+        nodes, keypaths = self._symbol_nodes(g, symbols, check.bindings, meta)
+        fact = g.graph.call_function(Predicate(check.fact, symbols, keypaths), tuple(nodes))
+        held = g.graph.call_function(_hold, (fact, f"forward() raises for this input: the other side of {check.site.location}"))
+        for node in (fact, held):
+            node.meta.update(meta)
+
+    def _predicate(self, g: _Graph, decision: Decision, meta: dict) -> tuple[torch.fx.Node, bool]:
+        """The node the cond branches on, and whether its true side is the decision's False:
+        the bool tensor itself for ``bool(t)`` (``Eq(u0, 1)``, ``u0`` its ``.item()``), so the
+        program reads no value out of the graph; else the predicate over the symbols."""
+        tensor = _bool_item(decision)
+        if tensor is not None:
+            node, negated = tensor
+            return self._lookup(g, g.run, node), negated
+        symbols = sorted(decision.expression.free_symbols, key=str)
+        nodes, keypaths = self._symbol_nodes(g, symbols, decision.bindings, meta)
+        node = g.graph.call_function(Predicate(decision.expression, symbols, keypaths), tuple(nodes))
+        node.meta.update(meta)
+        return node, False
+
+    def _symbol_nodes(self, g: _Graph, symbols: list, bindings: dict, meta: dict) -> tuple[list, list]:
+        """The nodes of ``g`` that give each symbol's value, and the keypath into each."""
+        nodes, keypaths = [], []
+        for symbol in symbols:
+            binding = bindings[symbol]
+            keypath = binding.meta["unbacked_bindings"][symbol]
+            if binding.target in ITEM_OPS and keypath:
+                # a bool tensor's .item() used as a number: read it as an integer
+                source = self._lookup(g, g.run, binding.args[0])
+                as_int = g.graph.call_function(torch.ops.aten._to_copy.default, (source,), {"dtype": torch.int64})
+                binding_value = g.graph.call_function(torch.ops.aten._local_scalar_dense.default, (as_int,))
+                for new in (as_int, binding_value):
+                    new.meta.update(meta)
+                nodes.append(binding_value)
+                keypaths.append(())
+                continue
+            nodes.append(self._lookup(g, g.run, binding))
+            keypaths.append(keypath)
+        return nodes, keypaths
+
+    # -- the whole graph
+
+    def build(self, base: Run) -> torch.fx.GraphModule:
+        """The joined graph of every run, from ``base`` (the run that took each decision's first value)."""
+        graph = torch.fx.Graph()
+        g = _Graph(graph, base, {})
+        for node in base.placeholders:
+            new = graph.placeholder(node.name)
+            new.meta = dict(node.meta)
+            g.env[node] = new
+        self.span(g, len(base.placeholders), len(base.nodes) - 1, {})
+        for check in getattr(base, "checks", ()):
+            self._hold(g, base, check)
+        graph.output(tuple(self._lookup(g, base, v) if isinstance(v, torch.fx.Node) else v for v in base.outputs(self.universe)))
+        # a decision's .item() that only fed its predicate is read no more (the cond reads the tensor)
+        graph.eliminate_dead_code(is_impure_node=lambda n: n.target is _hold or n.is_impure())
+        return torch.fx.GraphModule(dict(self.constants), graph)
+
+
+def _hold(fact: Any, message: str) -> None:
+    """Assert ``fact`` (a SymBool) when the program runs: the run of forward that took its
+    other side raised."""
+    check_value(fact, message)
+
+
+def _not_aliasing(graph: torch.fx.Graph, value: Any) -> Any:
+    """``value``, or a copy of it where it is an operand or a view of one: torch.cond's
+    branches may not return their inputs' memory."""
+    node = value
+    while isinstance(node, torch.fx.Node) and node.op == "call_function" and isinstance(node.target, OpOverload) and aliases(node.target):
+        node = next((a for a in node.args if isinstance(a, torch.fx.Node)), None)
+    if not (isinstance(node, torch.fx.Node) and node.op == "placeholder"):
+        return value
+    if not isinstance(value.meta.get("val"), torch.Tensor):
+        return value
+    copy = graph.call_function(torch.ops.aten.clone.default, (value,))
+    copy.meta = {k: v for k, v in value.meta.items() if k in ("stack_trace", "nn_module_stack")}
+    return copy
+
+
+def _bool_item(decision: Decision) -> tuple[torch.fx.Node, bool] | None:
+    """For a decision that is ``bool(t)`` of a one-element bool tensor (``Eq(u0, 1)``, or its
+    negation ``Eq(u0, 0)``): the tensor's node and whether the expression negates it."""
+    expr = decision.expression
+    if not isinstance(expr, (sympy.Eq, sympy.Ne)) or len(expr.free_symbols) != 1:
+        return None
+    (symbol,) = expr.free_symbols
+    other = expr.rhs if expr.lhs == symbol else expr.lhs if expr.rhs == symbol else None
+    if other not in (0, 1):
+        return None
+    binding = decision.bindings.get(symbol)
+    if binding is None or binding.target not in ITEM_OPS or not binding.args:
+        return None
+    source = binding.args[0]
+    value = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
+    if not isinstance(value, torch.Tensor) or value.dtype != torch.bool or value.numel() != 1:
+        return None
+    true_when_one = (other == 1) == isinstance(expr, sympy.Eq)
+    return source, not true_when_one
+
+
+def _getitem(values: Any, k: int) -> Any:
+    return values[k]
+
+
+_getitem.__name__ = "getitem"
+
+
+def _placeholders(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+    return [n for n in graph.nodes if n.op == "placeholder"]
+
+
+def _unite(joiner: Joiner, g: _Graph, sides: list[_Graph]) -> list[torch.fx.Node]:
+    """One operand list for both branches: every outside value either reads, once, in order;
+    each branch's placeholders are remade to take the whole list."""
+    operands: list[torch.fx.Node] = []
+    for side in sides:
+        for run, node in side.externals:
+            value = joiner._lookup(g, run, node)
+            if value not in operands:
+                operands.append(value)
+    for side in sides:
+        old = _placeholders(side.graph)
+        mine = [joiner._lookup(g, run, node) for run, node in side.externals]
+        first = next(iter(side.graph.nodes), None)
+        fresh = []
+        for k, value in enumerate(operands):
+            with side.graph.inserting_before(first) if first is not None else side.graph.inserting_after(None):
+                placeholder = side.graph.placeholder(f"arg{k}")
+            placeholder.meta = dict(value.meta)
+            fresh.append(placeholder)
+        for placeholder, value in zip(old, mine):
+            placeholder.replace_all_uses_with(fresh[operands.index(value)])
+            side.graph.erase_node(placeholder)
+    return operands
+
+
+def _mark(g: _Graph) -> tuple[int, dict, int]:
+    return len(g.graph.nodes), dict(g.env), len(g.externals)
+
+
+def _rewind(g: _Graph, mark: tuple[int, dict, int]) -> None:
+    count, env, externals = mark
+    for node in reversed(list(g.graph.nodes)[count:]):
+        g.graph.erase_node(node)
+    g.env.clear()
+    g.env.update(env)
+    del g.externals[externals:]
+
+
+def interpreted(joined: torch.fx.GraphModule) -> Callable[..., Any]:
+    """A function that runs ``joined`` node by node (for tracing it again, its node metadata kept)."""
+    return lambda *flat: torch.fx.Interpreter(joined).run(*flat)

@@ -1,0 +1,459 @@
+"""Branch capture end to end: each kind of branch on a tensor's value becomes torch.cond, the
+program matches eager on inputs that take every side, and what cannot be one program is
+refused naming the line."""
+
+from __future__ import annotations
+
+import copy
+import io
+
+import pytest
+import torch
+from torch.export import Dim
+
+import exporter
+from exporter import Category
+
+nn = torch.nn
+HERE = __file__
+
+
+def _line(marker: str) -> str:
+    with open(HERE) as f:
+        for i, line in enumerate(f, 1):
+            if f"line-marker: {marker}" in line:
+                return f"{HERE}:{i}"
+    raise AssertionError(marker)
+
+
+def _conds(program: torch.export.ExportedProgram) -> int:
+    """torch.cond calls at every depth of the program."""
+    return sum(
+        node.target is torch.ops.higher_order.cond
+        for module in program.graph_module.modules()
+        if isinstance(module, torch.fx.GraphModule)
+        for node in module.graph.nodes
+    )
+
+
+def _matches_eager(program, model, inputs: list[tuple]) -> None:
+    """The program (one module, its state carried from call to call) against a copy of the
+    exported model fed the same inputs in the same order."""
+    eager, ours = copy.deepcopy(model), program.module()
+    for args in inputs:
+        torch.testing.assert_close(ours(*args), eager(*args), rtol=0, atol=0)
+
+
+class Sign(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # line-marker: sign
+            return x.relu()
+        return -x
+
+
+class ItemThreshold(nn.Module):
+    def forward(self, x):
+        if x.max().item() > 0.5:
+            return x * 2
+        return x - 1
+
+
+class MaskDroppedWhenEmpty(nn.Module):
+    """fsmt's padding mask: None when nothing is padded."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x, padded):
+        h = self.lin(x)
+        mask = padded
+        if not mask.any():
+            mask = None
+        if mask is not None:
+            h = h.masked_fill(mask[:, None], 0.0)
+        return h.sum(-1)
+
+
+class Nested(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            if x.mean() > 0.5:  # line-marker: inner
+                y = x * 3
+            else:
+                y = x * 2
+        else:
+            y = -x
+        return y + 1
+
+
+class Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, h):
+        h = self.lin(h)
+        if h.mean() > 0:
+            return h.relu()
+        return h.tanh()
+
+
+class BranchInEachLayer(nn.Module):
+    def __init__(self, layers: int = 4):
+        super().__init__()
+        self.layers = nn.ModuleList([Layer() for _ in range(layers)])
+
+    def forward(self, h):
+        for layer in self.layers:
+            h = layer(h)
+        return h
+
+
+class FlagLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, h, flag):
+        h = self.lin(h)
+        if flag:
+            h = h * 2
+        return h
+
+
+class FlagSharedByAllLayers(nn.Module):
+    """longformer's is_global_attn: computed once, tested in every layer."""
+
+    def __init__(self, layers: int = 4):
+        super().__init__()
+        self.layers = nn.ModuleList([FlagLayer() for _ in range(layers)])
+
+    def forward(self, h, marks):
+        flag = marks.any()  # line-marker: flag
+        for layer in self.layers:
+            h = layer(h, flag)
+        return h
+
+
+class BufferWrittenOnOneSide(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("positives", torch.zeros(()))
+
+    def forward(self, x):
+        if x.sum() > 0:
+            self.positives += 1
+        return x * self.positives
+
+
+class BoolInput(nn.Module):
+    def forward(self, x, flag):
+        if flag:
+            return x + 1
+        return x - 1
+
+
+class EarlyReturn(nn.Module):
+    def forward(self, x):
+        y = x * 2
+        if (y > 0).all():
+            return y
+        y = y.abs()
+        return y + 1
+
+
+class EmptySelection(nn.Module):
+    """torchvision's batched NMS: a size only the data decides, tested for zero."""
+
+    def forward(self, x):
+        picked = torch.nonzero(x > 0.5)
+        if picked.numel() == 0:
+            return x.sum() * 0
+        return x[picked[:, 0], picked[:, 1]].sum()
+
+
+class CountOfAnInputsEntries(nn.Module):
+    """A size read from the input itself: every run of forward gets the same symbol for it
+    (fake tensors remember an input's nonzero count), and each run decides it its own way."""
+
+    def forward(self, x):
+        if x.nonzero().shape[0] > 2:
+            return x.cos()
+        return x.sin()
+
+
+def _x(*shape, sign=1.0):
+    return sign * (torch.rand(*shape) + 0.1)
+
+
+CASES = {
+    "sign": (Sign, (_x(4, 8),), [(_x(4, 8, sign=-1),), (_x(4, 8),)], 1),
+    "item threshold": (ItemThreshold, (_x(4, 8) + 1,), [(_x(4, 8) * 0.4,), (_x(4, 8) + 1,)], 1),
+    "mask dropped when empty": (
+        MaskDroppedWhenEmpty, (torch.randn(4, 8), torch.zeros(4, dtype=torch.bool)),
+        [(torch.randn(4, 8), torch.tensor([True, False, True, False])), (torch.randn(4, 8), torch.zeros(4, dtype=torch.bool))], 1,
+    ),
+    "nested": (Nested, (_x(4, 8) + 1,), [(_x(4, 8) * 0.4,), (_x(4, 8, sign=-1),), (_x(4, 8) + 1,)], 2),
+    "branch in each layer": (BranchInEachLayer, (torch.randn(4, 8),), [(torch.randn(4, 8),) for _ in range(8)], 4),
+    "flag shared by all layers": (
+        FlagSharedByAllLayers, (torch.randn(4, 8), torch.ones(3, dtype=torch.bool)),
+        [(torch.randn(4, 8), torch.zeros(3, dtype=torch.bool)), (torch.randn(4, 8), torch.tensor([False, True, False]))], 4,
+    ),
+    "buffer written on one side": (
+        BufferWrittenOnOneSide, (_x(4, 8),), [(_x(4, 8, sign=-1),), (_x(4, 8),), (_x(4, 8),), (_x(4, 8, sign=-1),)], 1,
+    ),
+    "bool tensor input": (BoolInput, (torch.randn(4, 8), torch.tensor(True)), [(torch.randn(4, 8), torch.tensor(False))], 1),
+    "early return": (EarlyReturn, (_x(4, 8),), [(torch.randn(4, 8),), (_x(4, 8),)], 1),
+    "empty selection": (EmptySelection, (torch.randn(4, 8),), [(torch.zeros(4, 8),), (torch.randn(4, 8),)], 1),
+    "count of an input's entries": (
+        CountOfAnInputsEntries, (torch.tensor([2.0, 3.0, 5.0]),), [(torch.tensor([2.0, 0.0, 5.0]),), (torch.tensor([1.0, 1.0, 1.0]),)], 1,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_each_kind_of_branch_becomes_cond_and_matches_eager_on_every_side(name):
+    make, example, others, conds = CASES[name]
+    model = make().eval()
+    program = exporter.export(model, example)
+    assert _conds(program) == conds
+    report = program.branch_report
+    assert report.runs == len(report.decisions) + 1
+    _matches_eager(program, model, [example, *others])
+
+
+def test_the_report_names_each_decisions_line_predicate_and_symbol():
+    program = exporter.export(Sign(), (_x(4, 8),))
+    (decision,) = program.branch_report.decisions
+    assert decision.location == _line("sign")
+    assert decision.code == "if x.sum() > 0:  # line-marker: sign"
+    assert decision.predicate == "Eq(u0, 1)"
+    assert decision.symbols and decision.symbols[0].startswith("u0 = aten.item")
+    assert (decision.uses, decision.conds, decision.within, decision.module) == (1, 1, (), "")
+    assert program.branch_report.to_json()["decisions"][0]["location"] == decision.location
+
+
+def test_a_nested_decision_is_reported_within_its_outer_one():
+    program = exporter.export(Nested(), (_x(4, 8) + 1,))
+    outer, inner = program.branch_report.decisions
+    assert inner.location == _line("inner") and inner.within == (outer.location,)
+
+
+def test_one_value_tested_in_every_layer_is_one_decision_with_a_cond_per_layer():
+    program = exporter.export(FlagSharedByAllLayers().eval(), (torch.randn(4, 8), torch.ones(3, dtype=torch.bool)))
+    (decision,) = program.branch_report.decisions
+    assert decision.uses == 4 and decision.conds == 4 and _conds(program) == 4
+    assert program.branch_report.runs == 2
+
+
+@pytest.mark.parametrize("layers", [2, 4, 8])
+def test_a_branch_in_each_layer_costs_one_run_and_one_cond_per_layer(layers):
+    program = exporter.export(BranchInEachLayer(layers).eval(), (torch.randn(4, 8),))
+    assert _conds(program) == layers and program.branch_report.runs == layers + 1
+    assert [d.module for d in program.branch_report.decisions] == [f"layers.{i}" for i in range(layers)]
+
+
+def test_a_buffer_written_on_one_side_is_written_back_on_that_side_only():
+    model = BufferWrittenOnOneSide()
+    program = exporter.export(model, (_x(4, 8),))
+    assert model.positives.item() == 0
+    assert [s.kind.name for s in program.graph_signature.output_specs] == ["BUFFER_MUTATION", "USER_OUTPUT"]
+    ours = program.module()
+    for sign, count in ((1, 1), (-1, 1), (1, 2)):
+        ours(_x(4, 8, sign=sign))
+        assert ours.positives.item() == count
+
+
+def test_a_dynamic_batch_is_kept_across_the_sides():
+    program = exporter.export(Sign(), (_x(4, 8),), dynamic_shapes=({0: Dim("batch")},))
+    _matches_eager(program, Sign(), [(_x(7, 8, sign=-1),), (_x(3, 8),), (_x(5, 8, sign=-1),)])
+    (placeholder,) = [n for n in program.graph.nodes if n.op == "placeholder"]
+    assert isinstance(placeholder.meta["val"].shape[0], torch.SymInt)
+
+
+def test_the_program_matches_torch_exports_own_cond_program():
+    class WrittenWithCond(nn.Module):
+        def forward(self, x):
+            return torch.cond(x.sum() > 0, lambda x: x.relu(), lambda x: -x, (x,))
+
+    x = _x(4, 8)
+    ours = exporter.export(Sign(), (x,))
+    theirs = torch.export.export(WrittenWithCond(), (x,), strict=False).run_decompositions({})
+    assert ours.graph_signature == theirs.graph_signature
+    assert _conds(ours) == _conds(theirs) == 1
+
+
+@pytest.mark.parametrize("name", ["nested", "empty selection", "buffer written on one side"])
+def test_the_program_saves_loads_and_decomposes(name):
+    make, example, others, _ = CASES[name]
+    model = make().eval()
+    program = exporter.export(model, example)
+    buffer = io.BytesIO()
+    torch.export.save(program, buffer)
+    buffer.seek(0)
+    for consumer in (torch.export.load(buffer), program.run_decompositions()):
+        _matches_eager(consumer, model, [example, *others])
+
+
+@pytest.mark.parametrize("name", ["sign", "nested", "empty selection"])
+def test_the_training_ir_captures_branches_too(name):
+    make, example, others, conds = CASES[name]
+    model = make().eval()
+    program = exporter.export(model, example, ir="training")
+    assert _conds(program) == conds
+    _matches_eager(program, model, [example, *others])
+
+
+def test_refuse_and_draft_keep_their_old_meaning():
+    with pytest.raises(exporter.TraceError, match="needs the value of a tensor") as refused:
+        exporter.export(Sign(), (_x(4, 8),), branches="refuse")
+    assert refused.value.category is Category.DATA_DEPENDENT_CONTROL_FLOW
+    for program in (exporter.export(Sign(), (_x(4, 8),), branches="draft"), exporter.export(Sign(), (_x(4, 8),), draft=True)):
+        assert _conds(program) == 0 and not hasattr(program, "branch_report")
+        assert program.draft_report.assumptions
+    with pytest.raises(exporter.InputSpecError, match="branches='maybe' is not"):
+        exporter.export(Sign(), (_x(4, 8),), branches="maybe")
+
+
+def test_a_model_without_value_branches_is_traced_once_and_gets_no_report():
+    program = exporter.export(nn.Linear(8, 8), (torch.randn(2, 8),))
+    assert not hasattr(program, "branch_report")
+
+
+class DifferentStructures(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # line-marker: structures
+            return x, x
+        return x
+
+
+class DifferentRanks(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # line-marker: ranks
+            return x[0]
+        return x
+
+
+class DifferentDtypes(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # line-marker: dtypes
+            return x.int()
+        return x
+
+
+class DifferentSizes(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x[:2]
+        return x
+
+
+@pytest.mark.parametrize(
+    "model, marker, match",
+    [
+        (DifferentStructures, "structures", r"returns different structures .*: a tuple of 2 on one, one value on the other"),
+        (DifferentRanks, "ranks", r"cannot be one program .*expected same dim but got 1 and 2"),
+        (DifferentDtypes, "dtypes", r"cannot be one program .*expected same dtype"),
+    ],
+)
+def test_sides_torch_cond_cannot_join_are_refused_at_the_line(model, marker, match):
+    with pytest.raises(exporter.TraceError, match=match) as refused:
+        exporter.export(model(), (_x(4, 8),))
+    assert refused.value.category is Category.BRANCH_CAPTURE
+    assert refused.value.location == _line(marker)
+
+
+def test_sides_of_different_sizes_join_with_a_data_dependent_size():
+    program = exporter.export(DifferentSizes(), (_x(4, 8),))
+    (out,) = program.graph.output_node().args[0]
+    assert not isinstance(out.meta["val"].shape[0], int)
+    for consumer in (program, program.run_decompositions()):  # the view branch returns a copy
+        _matches_eager(consumer, DifferentSizes(), [(_x(4, 8, sign=-1),), (_x(4, 8),)])
+
+
+class StopsWhenTheDataSays(nn.Module):
+    def forward(self, x):
+        for _ in range(10):
+            x = x - 0.3
+            if (x < 0).all():  # line-marker: break
+                break
+        return x
+
+
+class LoopsOverTheData(nn.Module):
+    def forward(self, x):
+        for row in x.nonzero():  # line-marker: rows
+            x = x + row.sum()
+        return x
+
+
+@pytest.mark.parametrize(
+    "model, marker, match",
+    [
+        (StopsWhenTheDataSays, "break", "loops as many times as the data says"),
+        (LoopsOverTheData, "rows", "needs the value of a tensor"),
+    ],
+)
+def test_a_loop_as_long_as_the_data_says_is_refused_at_the_line(model, marker, match):
+    with pytest.raises(exporter.TraceError, match=match) as refused:
+        exporter.export(model(), (_x(4, 8),))
+    assert refused.value.category is Category.DATA_DEPENDENT_CONTROL_FLOW
+    assert refused.value.location == _line(marker)
+
+
+def test_past_the_limit_the_export_fails_naming_the_line():
+    with pytest.raises(exporter.TraceError, match="more ways than 3 runs") as refused:
+        exporter.export(BranchInEachLayer(4).eval(), (torch.randn(4, 8),), max_branch_runs=3)
+    assert refused.value.category is Category.BRANCH_CAPTURE and refused.value.location
+
+
+class CachesOnFirstCall(nn.Module):
+    """Python state forward changes: each run starts from the model as given."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+        self.seen = {}
+
+    def forward(self, x):
+        self.calls.append(len(self.calls))
+        self.seen.setdefault("scale", x.abs().mean())
+        if x.sum() > 0:
+            return x * self.seen["scale"]
+        return x - self.seen["scale"]
+
+
+def test_every_run_starts_from_the_model_as_given_and_the_model_is_left_so():
+    model = CachesOnFirstCall()
+    program = exporter.export(model, (_x(4, 8),))
+    assert model.calls == [] and model.seen == {}
+    for x in (_x(4, 8), _x(4, 8, sign=-1)):
+        torch.testing.assert_close(program.module()(x), CachesOnFirstCall()(x))
+
+
+class InputCheck(nn.Module):
+    def __init__(self, branch_after: bool) -> None:
+        super().__init__()
+        self.branch_after = branch_after
+
+    def forward(self, x):
+        if (x < 0).any():  # line-marker: input check
+            raise ValueError("x must be non-negative")
+        if self.branch_after and x.sum() > 4:
+            return x.sqrt()
+        return x * 2
+
+
+@pytest.mark.parametrize("branch_after", [False, True], ids=["alone", "before a branch"])
+def test_a_side_that_raises_is_checked_when_the_program_runs(branch_after):
+    model = InputCheck(branch_after)
+    program = exporter.export(model, (torch.rand(3),))
+    report = program.branch_report
+    assert report.checked == (_line("input check"),)
+    assert len(report.decisions) == int(branch_after)
+    _matches_eager(program, model, [(torch.rand(3),), (torch.rand(3) + 3,)])
+    with pytest.raises(ValueError):
+        model(-torch.ones(3))
+    with pytest.raises(RuntimeError, match="Runtime assertion failed"):
+        program.module()(-torch.ones(3))
