@@ -49,6 +49,7 @@ KINDS = (
     ("cold-start", "Cold start"),
     ("zoo", "Model zoo"),
     ("parity", "Parity with torch.export"),
+    ("branches", "Branch capture"),
 )
 OTHER_KIND = "Other results"
 
@@ -63,6 +64,7 @@ RENDERERS = {
     "export-time": "bench_export",
     "zoo": "zoo",
     "parity": "tests.parity.run",
+    "branches": "branches",
 }
 
 # The plots plots.py draws, in the order the index shows them: (file name prefix, caption).

@@ -6,12 +6,16 @@ gives; the build fails when an example does not fail with its category.
 
 An example is a model file (``model.py``) and how it is exported: from Python (the code
 after the model, which calls ``exporter.export``), or with ``python -m exporter check``
-for the categories of check's worker processes.
+for the categories of check's worker processes.  An example that needs an optional package
+(``needs``) keeps the message it gave where the package was installed (``stored``): a build
+without the package shows that message and says so, and ``tests/test_docs_failures.py``
+holds it equal to what the example gives where the package is installed.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import importlib.util
 import json
 import os
 import pathlib
@@ -23,7 +27,10 @@ import textwrap
 
 import attrs
 
-__all__ = ["EXAMPLES", "Example", "run_all"]
+__all__ = ["EXAMPLES", "PANEL_WIDTH", "Example", "available", "run_all"]
+
+PANEL_WIDTH = 80
+"""The terminal width ``check``'s panels are drawn at: what a page's code block shows whole."""
 
 
 @attrs.frozen
@@ -36,7 +43,23 @@ class Example:
     """``model.py``: the model and, for a Python example, the lines that export it."""
     check: str = ""
     """For check's worker categories: the arguments of ``python -m exporter check``."""
+    needs: str = ""
+    """The optional package the example needs, as imported (``executorch``); empty for none."""
+    stored: str = ""
+    """For an example that ``needs`` a package: its message, as made where the package is installed."""
 
+
+def available(example: Example) -> bool:
+    """Whether the package the example needs (if any) is installed here."""
+    return not example.needs or importlib.util.find_spec(example.needs) is not None
+
+
+# What the lowering example gives where ExecuTorch is installed (tests/test_docs_failures.py
+# holds it equal to a fresh run there).
+_STORED_LOWERING = """\
+LoweringError: lowering to ExecuTorch (xnnpack) failed at aten._linalg_svd.default: Operator torch._ops.aten._linalg_svd.default is not in Core ATen opset (https://pytorch.org/docs/stable/torch.compiler_ir.html#core-aten-ir)."
+  at model.py:5
+  hint: ExecuTorch has no kernel for aten._linalg_svd.default: replace the call on that line with ops in core ATen, or add a kernel for it to your ExecuTorch runtime"""
 
 EXAMPLES = [
     Example(
@@ -99,20 +122,42 @@ EXAMPLES = [
     ),
     Example(
         "data-dependent control flow",
-        "A branch or loop decided by a tensor's value, or a size read from one and hashed "
-        "(`set(lengths.tolist())`, a dict key). Rewrite it with `torch.cond` or `torch.where`, "
-        "state what holds with `torch._check`, or let [draft mode](draft-mode.md) take the "
-        "example's branch.",
+        "A loop that runs as many times as a tensor's value says (here once for each positive "
+        "entry), or a size read from a tensor and hashed (`set(lengths.tolist())`, a dict key). "
+        "Loop a fixed number of times and mask the steps you do not need, pass the count as a "
+        "Python int, or let [draft mode](draft-mode.md) take the example's count. A branch on a "
+        "tensor's value is no failure: it is captured as `torch.cond` by default, and fails here "
+        "only with `branches=\"refuse\"` (`--branches refuse`); see "
+        "[Branches on tensor values](branches.md).",
         """
         import torch, exporter
 
-        class Gate(torch.nn.Module):
+        class Halve(torch.nn.Module):
             def forward(self, x):
-                if x.sum() > 0:
-                    return x.relu()
-                return -x
+                for _ in range(x.gt(0).sum()):
+                    x = x * 0.5
+                return x
 
-        exporter.export(Gate(), (torch.randn(4, 8),))
+        exporter.export(Halve(), (torch.randn(4, 8),))
+        """,
+    ),
+    Example(
+        "branch capture",
+        "A branch on a tensor's value whose two sides cannot be one `torch.cond`: they return "
+        "different structures, or tensors of different rank or dtype, or the model makes more "
+        "decisions than `max_branch_runs` runs of forward can capture. Return the same structure "
+        "on both sides, or let [draft mode](draft-mode.md) follow the example's side; see "
+        "[Branches on tensor values](branches.md).",
+        """
+        import torch, exporter
+
+        class Screen(torch.nn.Module):
+            def forward(self, boxes, scores):
+                if (scores > 0.5).any():
+                    return boxes, scores.max()
+                return boxes
+
+        exporter.export(Screen(), (torch.randn(5, 4), torch.rand(5)))
         """,
     ),
     Example(
@@ -173,7 +218,9 @@ EXAMPLES = [
     Example(
         "unsupported mutation",
         "A write a program cannot express: an input resized or restrided in place, a buffer "
-        "replaced by one of another shape, a tensor attribute changed in place.",
+        "replaced by a larger one made from itself (a cache that grows), a tensor attribute changed "
+        "in place. A buffer rebuilt with another shape from other values is computed and not "
+        "written back (the program's notes say so).",
         """
         import torch, exporter
 
@@ -302,6 +349,8 @@ EXAMPLES = [
         program = exporter.export(Spectrum(), (torch.randn(3, 4),))
         exporter.to_executorch(program, "spectrum.pte")
         """,
+        needs="executorch",
+        stored=_STORED_LOWERING,
     ),
     Example(
         "timeout",
@@ -399,7 +448,7 @@ print(json.dumps(results))
 
 def _check(example: Example, directory: str) -> tuple[str, str]:
     command = [sys.executable, "-m", "exporter", "check", *example.check.split()]
-    env = {**os.environ, "COLUMNS": "100"}
+    env = {**os.environ, "COLUMNS": str(PANEL_WIDTH)}
     done = subprocess.run(command, cwd=directory, capture_output=True, text=True, env=env, timeout=300)
     output = _clean(done.stdout + done.stderr, directory)
     found = re.search(r": (timeout|crash|memory) ─", output)
