@@ -10,6 +10,7 @@ Run from the repository root:
     python benchmarks/zoo.py --classes first --dynamic --jobs 2  # batch and sequence Dim.AUTO
     python benchmarks/zoo.py --fast --no-results            # only print
     python benchmarks/zoo.py --family diffusers             # diffusers' UNets, VAEs and transformers
+    python benchmarks/zoo.py --family timm --limit 88       # one timm model per architecture family
 
 Each run writes its summary and tables, and every row as JSON (model type as ``family``,
 verdict as ``outcome``, and the row's ``kind``: text, vision, audio, multimodal or other for
@@ -18,6 +19,7 @@ transformers, UNet, autoencoder or transformer for diffusers), through ``results
 ``zoo-dynamic-...`` with ``--dynamic``, ``zoo-training-...`` with ``"ir": "training"``,
 ``zoo-fast-...`` with ``--fast`` and ``zoo-subset-...`` with ``--only``, ``--exclude``, one
 ``--tool`` or other exporter arguments, and ``zoo-diffusers-...`` with ``--family diffusers``
+(``zoo-timm-...``, ``zoo-torchvision-...``, ``zoo-torchaudio-...`` likewise)
 (``--results-dir`` to put them elsewhere, ``--no-results`` to only print, ``--allow-dirty``
 to stamp results from a tree with uncommitted changes).
 
@@ -29,7 +31,9 @@ exports it with ``exporter.export`` and with the oracle
 exporter returns), runs each program and compares every output tensor with the eager
 one (rtol 1e-4, atol 1e-4). ``--family diffusers`` runs diffusers' model classes instead
 (``zoo_diffusers.py``: the tiny configs and inputs of diffusers' own model tests), one
-configuration per model type, static shapes only. A tool's outcome is ``ok`` only when
+configuration per model type, static shapes only; ``--family timm``, ``torchvision`` and
+``torchaudio`` run those libraries' models with random weights (``zoo_timm.py``,
+``zoo_torchvision.py``, ``zoo_torchaudio.py``), batch 2. A tool's outcome is ``ok`` only when
 its program runs and matches eager; otherwise ``fails`` (the export raised), ``run fails``, ``mismatch``,
 ``timeout`` or ``crash``.  Where both are ok, their graph signatures are compared entry by
 entry (kind, name, target, persistence): ``signatures differ`` counts the models where
@@ -85,12 +89,17 @@ from torch.utils._pytree import tree_leaves  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import results  # noqa: E402
-import transformers  # noqa: E402
-import zoo_models  # noqa: E402
-from transformers.models.auto import modeling_auto  # noqa: E402
-from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 
 import exporter  # noqa: E402
+
+
+def __getattr__(name: str) -> Any:
+    """``zoo.zoo_models`` and ``zoo.transformers``, imported on first use: only the
+    transformers family needs them."""
+    if name in ("zoo_models", "transformers"):
+        return importlib.import_module(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 RTOL = ATOL = 1e-4
 TOOLS = ("exporter", "torch")
@@ -102,7 +111,17 @@ FAST = ("bert", "gpt2", "llama", "t5", "vit", "resnet", "wav2vec2", "whisper")
 FAMILIES = {
     "transformers": ("zoo_models", FAST),
     "diffusers": ("zoo_diffusers", ("unet_2d_condition", "autoencoder_kl", "sd3", "flux", "cogvideox", "wan")),
+    "timm": ("zoo_timm", ("resnet18", "efficientnet_b0", "mobilenetv3_large_100", "convnext_atto",
+                          "vit_tiny_patch16_224", "swin_tiny_patch4_window7_224", "coatnet_0_rw_224", "mixer_s16_224")),
+    "torchvision": ("zoo_torchvision", ("resnet18", "mobilenet_v3_small", "vit_b_16", "swin_t",
+                                        "fasterrcnn_mobilenet_v3_large_320_fpn", "deeplabv3_mobilenet_v3_large",
+                                        "r3d_18", "raft_small")),
+    "torchaudio": ("zoo_torchaudio", ("wav2vec2_base", "conformer", "emformer", "deepspeech", "conv_tasnet",
+                                      "squim_objective")),
 }
+# The families whose examples share one batch size and whose dimension 1 is never the
+# sequence length by accident: those --dynamic can mark (diffusers' latents vary their batch).
+DYNAMIC_FAMILIES = ("transformers", "timm", "torchvision", "torchaudio")
 VERDICTS = ("both ok", "only exporter ok", "only torch.export ok", "both fail", "not built")
 
 
@@ -261,13 +280,19 @@ def _failure(outcome: str, error: BaseException, seconds: float | None) -> ToolR
     return result
 
 
+def _model_output() -> type | tuple[()]:
+    """transformers' ModelOutput when transformers is in use (the other families run without it)."""
+    transformers = sys.modules.get("transformers")
+    return transformers.utils.ModelOutput if transformers is not None else ()
+
+
 def tensor_leaves(output: Any) -> list[torch.Tensor]:
     """Every tensor in a model output, ModelOutput dataclasses flattened field by field."""
-    if isinstance(output, transformers.utils.ModelOutput):
+    if isinstance(output, _model_output()):
         output = output.to_tuple()
     leaves: list[torch.Tensor] = []
     for leaf in tree_leaves(output):
-        if isinstance(leaf, transformers.utils.ModelOutput):
+        if isinstance(leaf, _model_output()):
             leaves += tensor_leaves(leaf)
         elif isinstance(leaf, torch.Tensor):
             leaves.append(leaf)
@@ -340,8 +365,9 @@ def dynamic_dims(program: torch.export.ExportedProgram) -> list[tuple[str, int, 
     return found
 
 
-GROWN = {0: (zoo_models.BATCH, 3), 1: (zoo_models.SEQ, 11)}
-"""``--dynamic``: the dimension, its example size and the size fresh inputs give it."""
+GROWN = {0: (2, 3), 1: (8, 11)}
+"""``--dynamic``: the dimension, its example size (every family's batch of 2, the
+transformers zoo's sequence of 8) and the size fresh inputs give it."""
 
 
 def dynamic_inputs(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -465,7 +491,7 @@ def _build(model_type: str, class_name: str, conn: Any, family: str = "transform
     start = time.perf_counter()
     try:
         built = builders(family).build(model_type, class_name)
-    except zoo_models.NotBuilt as e:
+    except builders(family).NotBuilt as e:
         conn.send(("not built", class_name, str(e)))
         return None
     except Exception as e:
@@ -486,9 +512,9 @@ def _build(model_type: str, class_name: str, conn: Any, family: str = "transform
 def warm_up(tools: Iterable[str]) -> None:
     """Pay each tool's one-time setup in the parent, so forked children time exports only."""
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
-    built = zoo_models.Built(model, {"input": torch.randn(2, 4)})
+    kwargs = {"input": torch.randn(2, 4)}
     for tool in tools:
-        EXPORTERS[tool](built.model, built.kwargs, {})[0].module()(**built.kwargs)
+        EXPORTERS[tool](model, kwargs, {})[0].module()(**kwargs)
 
 
 def builders(family: str) -> ModuleType:
@@ -498,10 +524,11 @@ def builders(family: str) -> ModuleType:
 
 
 def _quiet_libraries() -> None:
-    """Silence the model libraries' own logging, diffusers' too when it is in use."""
-    transformers.logging.set_verbosity_error()
-    if "diffusers" in sys.modules:
-        sys.modules["diffusers"].logging.set_verbosity_error()
+    """Silence the model libraries' own logging, transformers' and diffusers' when in use."""
+    for library in ("transformers", "diffusers"):
+        if library in sys.modules:
+            sys.modules[library].logging.set_verbosity_error()
+
 
 
 def plan(model_types: Iterable[str], classes: str, family: str = "transformers") -> list[Row]:
@@ -832,6 +859,9 @@ SUB_CONFIG_KINDS = {"text_config": "text", "vision_config": "vision", "audio_con
 def transformers_kind(model_type: str) -> str:
     """text, vision (images and video), audio, multimodal or other (time series, codecs' and
     detectors' parts...): what a transformers model type takes in, for grouping results."""
+    from transformers.models.auto import modeling_auto
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
     for kind, heads in HEAD_KINDS:
         if any(model_type in getattr(modeling_auto, f"MODEL_FOR_{head}_MAPPING_NAMES", {}) for head in heads):
             return kind
@@ -857,17 +887,17 @@ def model_kind(model_type: str, family: str = "transformers") -> str:
 
 
 def environment() -> dict[str, str]:
-    """Versions and machine; diffusers' version once the diffusers family has imported it."""
+    """Versions and machine; each model library's version once its family has imported it."""
     versions = {
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "transformers": transformers.__version__,
         "exporter": exporter.__version__,
         "machine": platform.machine(),
         "cpus": str(os.cpu_count()),
     }
-    if "diffusers" in sys.modules:
-        versions["diffusers"] = sys.modules["diffusers"].__version__
+    for library in ("transformers", "diffusers", "timm", "torchvision", "torchaudio"):
+        if library in sys.modules:
+            versions[library] = sys.modules[library].__version__
     return versions
 
 
@@ -882,6 +912,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", type=_csv, help="comma-separated model types (default: all)")
     parser.add_argument("--exclude", type=_csv, default=[], help="comma-separated model types to skip")
+    parser.add_argument("--limit", type=int, help="only the first N model types of the selection")
     parser.add_argument("--family", choices=tuple(FAMILIES), default="transformers",
                         help="the library the models come from (default transformers; diffusers needs the bench extra)")
     parser.add_argument("--fast", action="store_true",
@@ -904,8 +935,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not isinstance(args.exporter_kwargs, dict):
         parser.error("--exporter-kwargs must be a JSON object")
-    if args.family != "transformers" and args.dynamic:
-        parser.error("--dynamic marks batch and sequence dimensions: it is for the transformers family only")
+    if args.family not in DYNAMIC_FAMILIES and args.dynamic:
+        parser.error(f"--dynamic marks batch and sequence dimensions: it is for the {', '.join(DYNAMIC_FAMILIES)} "
+                     f"families only")
     check_model_types(parser, args)
     return args
 
@@ -917,17 +949,18 @@ def check_model_types(parser: argparse.ArgumentParser, args: argparse.Namespace)
     try:
         known = builders(family).model_types()
     except ImportError as e:
-        parser.error(f"--family {family} needs {e.name or 'its library'}: pip install -e '.[bench]'")
+        install = "pip install -e '.[bench]'" if family in ("transformers", "diffusers") else f"pip install {family}"
+        parser.error(f"--family {family} needs {e.name or 'its library'}: {install}")
     unknown = set(args.only or []) - set(known)
     if unknown:
         parser.error(f"unknown model types: {', '.join(sorted(unknown))}")
 
 
 def selected_types(args: argparse.Namespace) -> list[str]:
-    """The model types ``--fast``/``--only``/``--exclude`` ask for, in order."""
+    """The model types ``--fast``/``--only``/``--exclude``/``--limit`` ask for, in order."""
     family = getattr(args, "family", "transformers")
     types = list(FAMILIES[family][1]) if args.fast else args.only or builders(family).model_types()
-    return [t for t in types if t not in set(args.exclude)]
+    return [t for t in types if t not in set(args.exclude)][: getattr(args, "limit", None)]
 
 
 def results_name(args: argparse.Namespace) -> str:
@@ -935,7 +968,7 @@ def results_name(args: argparse.Namespace) -> str:
     ``-subset``, ``-dynamic`` and ``-training`` as the options ask."""
     kwargs = dict(args.exporter_kwargs)
     training = kwargs.pop("ir", None) == "training"
-    subset = bool(args.only or args.exclude or kwargs or args.tool != "both")
+    subset = bool(args.only or args.exclude or getattr(args, "limit", None) or kwargs or args.tool != "both")
     family = getattr(args, "family", "transformers")
     flags = ((family, family != "transformers"), ("fast", args.fast), ("subset", subset), ("dynamic", args.dynamic),
              ("training", training))
@@ -945,7 +978,8 @@ def results_name(args: argparse.Namespace) -> str:
 def results_title(args: argparse.Namespace) -> str:
     """The results page's title: the zoo, its variant and the torch release."""
     parts = results_name(args).split("-")
-    variant = [word for word, on in (("diffusers", "diffusers" in parts), ("fast set", "fast" in parts),
+    family = getattr(args, "family", "transformers")
+    variant = [word for word, on in ((family, family != "transformers"), ("fast set", "fast" in parts),
                                      ("subset", "subset" in parts),
                                      ("dynamic shapes", "dynamic" in parts), ("training IR", "training" in parts)) if on]
     return f"Model zoo{' (' + ', '.join(variant) + ')' if variant else ''}, torch {results.torch_release()}"

@@ -15,10 +15,15 @@ downloaded: set ``HF_HUB_OFFLINE=1``.
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import functools
+import importlib
 import inspect
 import math
 import os
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -76,40 +81,46 @@ WIDTH_KEYS = frozenset({
     "iou_head_hidden_dim", "adapter_out_dim", "text_embed_dim", "vision_embed_dim",
     "output_dim", "latent_dim", "image_embedding_size", "projection_size", "d_latents",
     "audio_hidden_size", "condition_dim", "adapter_input_size",
-    "neck_hidden_size", "mask_decoder_hidden_size", "pooler_hidden_size",
+    "neck_hidden_size", "mask_decoder_hidden_size", "pooler_hidden_size", "codebook_dim", "adapter_in_dim",
+    "vector_quantization_hidden_dimension", "reassemble_hidden_size", "bottleneck_features", "cross_hidden_size",
+    "nemo_conv_channels", "output_channels",
+    "descriptor_decoder_dim",
+    "mit_hidden_size", "prompt_hidden_size",
 })
 FFN_KEYS = frozenset({
     "intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "n_inner", "d_ff",
     "moe_intermediate_size", "shared_expert_intermediate_size", "mlp_dim", "d_inner",
     "decoder_intermediate_size", "memory_fuser_intermediate_dim", "ffn_hidden_size",
     "expert_intermediate_size", "dense_intermediate_size", "mlp_hidden_size", "encoder_ffn_size",
+    "mit_intermediate_size",
 })
 HEAD_COUNT_KEYS = frozenset({
     "num_attention_heads", "n_head", "num_heads", "encoder_attention_heads",
     "decoder_attention_heads", "attention_heads", "n_heads", "swa_num_attention_heads",
     "index_n_heads", "linear_num_value_heads", "resampler_n_heads", "num_decoder_attention_heads",
     "num_encoder_attention_heads", "encoder_num_attention_heads", "decoder_num_attention_heads",
-    "mamba_n_heads",
+    "mamba_n_heads", "mit_num_attention_heads", "prompt_num_attention_heads",
 })
 KV_HEAD_KEYS = frozenset({
     "num_key_value_heads", "swa_num_key_value_heads", "linear_num_key_heads", "n_kv_heads",
-    "num_kv_heads", "multi_query_group_num",
+    "num_kv_heads", "multi_query_group_num", "encoder_num_key_value_heads", "decoder_num_key_value_heads",
 })
 HEAD_DIM_KEYS = frozenset({
     "head_dim", "d_kv", "dim_head", "swa_head_dim", "v_head_dim", "qk_nope_head_dim",
     "qk_rope_head_dim", "linear_key_head_dim", "linear_value_head_dim", "index_head_dim",
-    "resampler_head_dim", "linear_head_dim", "attention_head_dim", "kv_channels", "d_head",
+    "resampler_head_dim", "linear_head_dim", "attention_head_dim", "kv_channels", "d_head", "cross_head_dim",
 })
 LAYER_KEYS = frozenset({
     "num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
     "num_encoder_layers", "num_decoder_layers", "decoder_num_layers", "encoder_num_layers",
     "depth", "max_window_layers", "num_text_layers", "num_vision_layers", "text_layers",
-    "vision_layers", "num_single_layers", "num_mlp_layers",
+    "vision_layers", "num_single_layers", "num_mlp_layers", "mit_num_hidden_layers", "prompt_layers",
 })
 VOCAB_KEYS = frozenset({"vocab_size", "vocab_size_per_layer_input", "unpadded_vocab_size"})
 POSITION_KEYS = frozenset({"max_position_embeddings", "n_positions", "max_target_positions", "n_ctx"})
 EXPERT_KEYS = frozenset({"num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts"})
-TOP_K_KEYS = frozenset({"num_experts_per_tok", "moe_topk", "top_k", "moe_k", "num_selected_experts"})
+TOP_K_KEYS = frozenset({"num_experts_per_tok", "moe_topk", "top_k", "moe_k", "num_selected_experts",
+                        "num_experts_per_token", "top_k_experts"})
 # Lists that name stages or outputs rather than hold one entry per layer.
 KEEP_LISTS = LAYER_KEYS | {"stage_names", "out_features", "out_indices", "depths"}
 SMALL_KEYS = {  # attribute: tiny value
@@ -118,7 +129,7 @@ SMALL_KEYS = {  # attribute: tiny value
     "num_conv_pos_embedding_groups": 2, "num_codevectors_per_group": 16, "max_source_positions": 32,
     "image_size": IMAGE, "patch_size": PATCH, "num_queries": 10, "decoder_n_points": 4,
     "index_topk": 8, "num_labels": 2, "conv_kernel_size": 3, "relative_attention_num_buckets": 8,
-    "n_groups": 1, "index_kpool": 4, "mamba_d_state": 8, "state_size": 8, "d_state": 8, "time_step_rank": 8, "rotary_dim": 4,
+    "n_groups": 1, "num_expert_group": 1, "index_kpool": 4, "num_frames": 4, "frames_per_clip": 4, "crop_size": IMAGE, "num_query_tokens": 4, "mamba_d_state": 8, "state_size": 8, "d_state": 8, "time_step_rank": 8, "rotary_dim": 4,
 }
 
 
@@ -179,7 +190,164 @@ def cases(model_type: str) -> list[str]:
         guess = CONFIG_MAPPING_NAMES[model_type].removesuffix("Config") + "Model"
         if guess in _exported_names():
             ordered.append(guess)
+    if not ordered:
+        ordered = _part_classes(model_type)
+    ordered = [name for name in ordered if not _lacks_forward(model_type, name)]
+    if not ordered:
+        # A wrapper with no forward of its own (a generation pipeline of several models):
+        # its sub-models, built from its sub-configs.
+        subs = getattr(CONFIG_MAPPING[model_type], "sub_configs", {}) or {}
+        names = {c.__name__ for c in subs.values() if isinstance(c, type)}
+        ordered = [name for name in _part_classes(model_type, names) if not _lacks_forward(model_type, name)]
     return ordered
+
+
+@attrs.frozen
+class _SourceClass:
+    """A class defined in a model's source, as read from its syntax tree."""
+
+    name: str
+    module: str
+    bases: tuple[str, ...]
+    own_config_class: str | None
+    """The ``config_class`` its body names."""
+    init_config: str | None
+    """The annotation of ``__init__``'s ``config`` argument."""
+    takes_config_only: bool | None
+    """``__init__`` needs nothing but the config (None: it defines no ``__init__``)."""
+    exported: bool
+    """Named in the module's ``__all__``."""
+    has_forward: bool
+    """Its body defines ``forward``."""
+
+
+def _model_sources(model_type: str) -> list[Path]:
+    """The source files of the package that defines ``model_type``'s config (its modeling
+    files first), found without importing them."""
+    folder = Path(inspect.getfile(CONFIG_MAPPING[model_type])).parent
+    skip = ("configuration_", "processing_", "image_processing_", "video_processing_", "feature_extraction_",
+            "tokenization_", "modular_", "convert_", "__init__")
+    keep = [f for f in sorted(folder.glob("*.py")) if not f.name.startswith(skip)]
+    return sorted(keep, key=lambda f: not f.name.startswith("modeling_"))
+
+
+@functools.cache
+def _source_classes(model_type: str) -> dict[str, _SourceClass]:
+    """Every class the type's package defines, by name."""
+    found: dict[str, _SourceClass] = {}
+    package = CONFIG_MAPPING[model_type].__module__.rsplit(".", 1)[0]
+    for path in _model_sources(model_type):
+        tree = ast.parse(path.read_text())
+        exported: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+                try:
+                    exported = set(ast.literal_eval(node.value))
+                except ValueError:
+                    pass
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and node.name not in found:
+                found[node.name] = _read_class(node, f"{package}.{path.stem}", node.name in exported)
+    return found
+
+
+def _read_class(node: ast.ClassDef, module: str, exported: bool) -> _SourceClass:
+    config_class = annotation = only_config = None
+    for item in node.body:
+        if isinstance(item, ast.Assign) and any(getattr(t, "id", None) == "config_class" for t in item.targets):
+            config_class = getattr(item.value, "id", None)
+        elif isinstance(item, ast.FunctionDef) and item.name == "__init__":
+            args = item.args.args[1:]
+            only_config = bool(args) and args[0].arg == "config" and len(args) - len(item.args.defaults) <= 1
+            if args and args[0].arg == "config" and isinstance(args[0].annotation, ast.Name):
+                annotation = args[0].annotation.id
+    bases = tuple(b.id for b in node.bases if isinstance(b, ast.Name))
+    has_forward = any(isinstance(item, ast.FunctionDef) and item.name == "forward" for item in node.body)
+    return _SourceClass(node.name, module, bases, config_class, annotation, only_config, exported, has_forward)
+
+
+def _lacks_forward(model_type: str, class_name: str) -> bool:
+    """Whether a class of the type's package (a generation wrapper, a VQ-VAE used only
+    through ``encode`` and ``decode``) defines no ``forward``, itself or through its bases."""
+    classes = _source_classes(model_type)
+    if class_name not in classes:
+        return False
+    queue, seen = [class_name], set()
+    while queue:
+        current = classes.get(queue.pop(0))
+        if current is None or current.name in seen:
+            continue
+        if current.has_forward:
+            return False
+        seen.add(current.name)
+        queue += current.bases
+    return True
+
+
+def _inherited(classes: dict[str, _SourceClass], name: str, field: str) -> Any:
+    """A field of a class, or of the first of its bases (in its package) that sets it."""
+    seen = set()
+    queue = [name]
+    while queue:
+        current = classes.get(queue.pop(0))
+        if current is None or current.name in seen:
+            continue
+        seen.add(current.name)
+        if getattr(current, field) is not None:
+            return getattr(current, field)
+        queue += current.bases
+    return None
+
+
+def _is_pretrained(classes: dict[str, _SourceClass], name: str) -> bool:
+    queue, seen = [name], set()
+    while queue:
+        current = queue.pop(0)
+        if current == "PreTrainedModel":
+            return True
+        if current in classes and current not in seen:
+            seen.add(current)
+            queue += classes[current].bases
+    return False
+
+
+def _part_classes(model_type: str, config_names: set[str] | None = None) -> list[str]:
+    """The classes of a type no auto mapping lists (a vision tower, a codec's decoder, a
+    prompt encoder): those of its package built from its config alone. The class named
+    for the config comes first, then exported ones, pretrained models, heads, and models
+    before encoders."""
+    config_names = config_names or {CONFIG_MAPPING_NAMES[model_type]}
+    stems = {name.removesuffix("Config") for name in config_names}
+    classes = _source_classes(model_type)
+    candidates = []
+    for c in classes.values():
+        pretrained = _is_pretrained(classes, c.name)
+        config = (_inherited(classes, c.name, "own_config_class") if pretrained else None) or \
+            _inherited(classes, c.name, "init_config")
+        only_config = _inherited(classes, c.name, "takes_config_only")
+        if config in config_names and only_config is not False and not c.name.endswith("PreTrainedModel"):
+            candidates.append((c, pretrained))
+    suffixes = ("Model", "Transformer", "Encoder", "Decoder")
+
+    def rank(item: tuple[_SourceClass, bool]) -> tuple[Any, ...]:
+        c, pretrained = item
+        head = "For" in c.name or "LMHead" in c.name
+        suffix = next((i for i, end in enumerate(suffixes) if c.name.endswith(end)), len(suffixes))
+        named = any(c.name in (stem, stem + "Model") for stem in stems)
+        return (not head, not named, not c.exported, not pretrained, suffix)
+
+    return [c.name for c, _ in sorted(candidates, key=rank)]
+
+
+def model_class(model_type: str, class_name: str) -> type[torch.nn.Module]:
+    """The class ``class_name`` of ``model_type``: transformers' own export, else the class
+    of that name in the type's package (a part no auto mapping lists)."""
+    if class_name in _exported_names():
+        return getattr(transformers, class_name)
+    found = _source_classes(model_type).get(class_name)
+    if found is not None:
+        return getattr(importlib.import_module(found.module), class_name)
+    return getattr(transformers, class_name)
 
 
 # ---------------------------------------------------------------------------- configs
@@ -233,6 +401,8 @@ def _shrink_list(key: str, value: list[Any]) -> list[Any]:
         return [min(v, IMAGE) for v in value]
     if key == "patch_size":
         return [min(v, PATCH) for v in value]
+    if key == "tubelet_size" and len(value) == 3:
+        return [value[0], min(value[1], PATCH), min(value[2], PATCH)]
     return value
 
 
@@ -297,6 +467,10 @@ def shrink(config: dict[str, Any]) -> dict[str, Any]:
             out[key] = config[key]
         if isinstance(config.get("window_size"), int):
             out["window_size"] = min(config["window_size"], 2)
+            # Every stage's patch grid (halved stage by stage) must hold a whole window.
+            patch = out.get("patch_size")
+            if isinstance(patch, int) and isinstance(out.get("image_size"), int) and isinstance(out["depths"], list):
+                out["image_size"] = max(out["image_size"], patch * out["window_size"] * 2 ** (len(out["depths"]) - 1))
     for key in LAYER_KEYS:
         old, new = config.get(key), out.get(key)
         if not isinstance(old, int) or not isinstance(new, int) or old == new:
@@ -312,6 +486,10 @@ def shrink(config: dict[str, Any]) -> dict[str, Any]:
     if isinstance(out.get("qk_nope_head_dim"), int) and isinstance(out.get("qk_rope_head_dim"), int):
         if "qk_head_dim" in out:
             out["qk_head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]
+    _fill_unset_sizes(out)
+    _fit_derived_sizes(out)
+    _fit_stage_channels(config, out)
+    _fit_backbone(out)
     if "use_cache" in out:
         out["use_cache"] = False
     if any(isinstance(out.get(k), int) for k in EXPERT_KEYS):
@@ -328,6 +506,91 @@ def shrink(config: dict[str, Any]) -> dict[str, Any]:
         if out.get(key):
             out[key] = False
     return out
+
+
+STAGE_CHANNEL_KEYS = ("stem_channels", "stage_in_channels", "stage_mid_channels", "stage_out_channels")
+
+
+def _fit_stage_channels(original: dict[str, Any], config: dict[str, Any]) -> None:
+    """Shrink HGNet-style per-stage channel lists by the scale ``hidden_sizes`` shrank by, in
+    place, so each stage's input still matches the previous stage's output (the image's
+    three channels stay three)."""
+    hidden, old = config.get("hidden_sizes"), original.get("hidden_sizes")
+    if not (isinstance(hidden, list) and isinstance(old, list) and hidden and hidden[0]):
+        return
+    scale = max(1, old[0] // hidden[0])
+    for key in STAGE_CHANNEL_KEYS:
+        if isinstance(config.get(key), list) and all(isinstance(v, int) for v in config[key]):
+            config[key] = [v // scale if v >= 16 else v for v in config[key]]
+
+
+def _backbone_channels(backbone: dict[str, Any]) -> list[int] | None:
+    """The channels each stage of a (shrunk) backbone config puts out."""
+    for key in ("stage_out_channels", "hidden_sizes"):
+        if isinstance(backbone.get(key), list) and backbone[key]:
+            return backbone[key]
+    return None
+
+
+def _fit_backbone(config: dict[str, Any]) -> None:
+    """Keep a detection or depth head consistent with its shrunk backbone, in place: the
+    encoder's input channels are the backbone's at its output stages, the decoder's the
+    encoder's width; a DPT-style neck that fuses one map per neck stage gets a backbone
+    deep enough to put out that many."""
+    backbone = config.get("backbone_config")
+    if not _is_config_dict(backbone):
+        backbone = None
+    channels = _backbone_channels(backbone) if backbone else None
+    indices = backbone.get("out_indices") if backbone else None
+    encoder_in = config.get("encoder_in_channels")
+    if channels and isinstance(encoder_in, list) and isinstance(indices, list) and len(indices) == len(encoder_in):
+        config["encoder_in_channels"] = [channels[i - 1] for i in indices]
+    if isinstance(config.get("decoder_in_channels"), list) and isinstance(config.get("encoder_hidden_dim"), int):
+        config["decoder_in_channels"] = [config["encoder_hidden_dim"]] * len(config["decoder_in_channels"])
+    neck = config.get("neck_hidden_sizes") or config.get("reassemble_factors")
+    if not isinstance(neck, list):
+        return
+    stages = len(neck)
+    if backbone is not None and "num_hidden_layers" in backbone and not backbone.get("hidden_sizes"):
+        backbone["num_hidden_layers"] = max(backbone["num_hidden_layers"], stages)
+        backbone["out_indices"] = list(range(backbone["num_hidden_layers"] - stages + 1,
+                                             backbone["num_hidden_layers"] + 1))
+        backbone.pop("out_features", None)
+        backbone.pop("stage_names", None)
+    elif isinstance(config.get("backbone_out_indices"), list) and isinstance(config.get("num_hidden_layers"), int):
+        config["num_hidden_layers"] = max(config["num_hidden_layers"], stages)
+        config["backbone_out_indices"] = list(range(config["num_hidden_layers"] - stages, config["num_hidden_layers"]))
+
+
+def _fit_derived_sizes(config: dict[str, Any]) -> None:
+    """Sizes a config requires to follow from others, fitted to the shrunk ones in place:
+    Mamba heads that span the expanded width (Bamba, Falcon-H1), a sliding-window head as
+    wide as the MLA query head (dots3), a quantizer as wide as the codec it sits in."""
+    width = config.get("hidden_size")
+    if isinstance(width, int) and isinstance(config.get("mamba_n_heads"), int) and "mamba_d_head" in config:
+        inner = (config.get("mamba_expand") or 2) * width
+        if isinstance(config.get("mamba_d_ssm"), int):
+            config["mamba_d_ssm"] = inner
+        config["mamba_d_head"] = inner // config["mamba_n_heads"]
+    if isinstance(config.get("swa_head_dim"), int) and isinstance(config.get("qk_nope_head_dim"), int):
+        config["swa_head_dim"] = config["qk_nope_head_dim"] + config.get("qk_rope_head_dim", 0)
+    if isinstance(config.get("upsample_groups"), int) and isinstance(width, int):
+        config["upsample_groups"] = min(config["upsample_groups"], width)
+
+
+def _fill_unset_sizes(config: dict[str, Any]) -> None:
+    """Give sizes a default config leaves unset (a checkpoint's config sets them) their
+    derived value, in place: ``head_dim`` the width over the heads, key-value heads the
+    heads, the vocabulary the tiny one."""
+    width = next((config[k] for k in ("hidden_size", "d_model", "n_embd") if isinstance(config.get(k), int)), None)
+    heads = next((config[k] for k in sorted(HEAD_COUNT_KEYS) if isinstance(config.get(k), int)), None)
+    if "head_dim" in config and config["head_dim"] is None and width and heads:
+        config["head_dim"] = width // heads
+    for key in KV_HEAD_KEYS & config.keys():
+        if config[key] is None and heads and key == "num_key_value_heads":
+            config[key] = heads
+    if "vocab_size" in config and config["vocab_size"] is None:
+        config["vocab_size"] = VOCAB
 
 
 def _remap_special_ids(config: dict[str, Any], vocab: int | None = None) -> None:
@@ -354,11 +617,140 @@ def _remap_special_ids(config: dict[str, Any], vocab: int | None = None) -> None
 
 # Per-family fixes the generic shrinker cannot know: {model_type: {attribute: value}};
 # a dict value updates the sub-config of that name.
+SAM2_HIERA = {"embed_dim_per_stage": [WIDTH, 2 * WIDTH, 4 * WIDTH, 8 * WIDTH], "blocks_per_stage": [1, 1, 1, 2],
+              "global_attention_blocks": [4], "window_size_per_stage": [2, 2, 2, 2]}
+SAM2_HIERA_OUT = SAM2_HIERA["embed_dim_per_stage"][::-1]
 OVERRIDES: dict[str, dict[str, Any]] = {
     "audio-spectrogram-transformer": {"max_length": 64},
     # hidden_size * expand must equal num_heads * head_dim.
     "mamba2": {"head_dim": 16},
+    # Sizes the default config leaves unset, as a checkpoint's config sets them.
+    "autoformer": {"prediction_length": 4, "context_length": 8, "label_length": 4},
+    "informer": {"prediction_length": 4, "context_length": 8},
+    "time_series_transformer": {"prediction_length": 4, "context_length": 8},
+    "dots1": {"n_routed_experts": EXPERTS, "num_experts_per_tok": 2, "n_shared_experts": 1},
+    "lfm2_moe": {"layer_types": ["conv", "full_attention"]},
+    "deepseek_ocr2": {"text_config": {"mlp_layer_types": ["dense", "sparse"]}},
+    "deepseek_ocr2_text": {"mlp_layer_types": ["dense", "sparse"]},
+    "esm": {"pad_token_id": 1},
+    "chameleon": {"vocabulary_map": {"<image>": VOCAB - 1}},
+    "cohere_compass": {"text_config": {"rope_parameters": {"full_attention": {"rope_type": "default",
+                                                                              "rope_theta": 10000.0}}}},
+    "cohere_compass_text": {"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}},
+    "moonshine_streaming": {"num_key_value_heads": HEADS},
+    "pix2struct_text_model": {"initializer_range": 0.02},
+    "qwen3_omni_moe_talker_text": {"shared_expert_intermediate_size": FFN},
+    "t5gemma2_encoder": {"text_config": {"dropout_rate": 0.0}},
+    "t5gemma2_text": {"dropout_rate": 0.0},
+    "t5gemma2_decoder": {"dropout_rate": 0.0},
+    "blip-2": {"image_token_index": VOCAB - 1},
+    "instructblip": {"image_token_index": VOCAB - 1},
+    "instructblipvideo": {"video_token_index": VOCAB - 1},
+    # The audio Swin's width doubles over its four stages up to hidden_size.
+    "clap": {"audio_config": {"spec_size": 64, "patch_embeds_hidden_size": 8, "hidden_size": 64}},
+    "clap_audio_model": {"spec_size": 64, "patch_embeds_hidden_size": 8, "hidden_size": 64},
+    # The quantizer is as wide as the acoustic and semantic features it joins.
+    "xcodec": {"codebook_dim": None},
+    "neucodec": {"quantization_dim": 2 * WIDTH},
+    "xcodec2": {"quantization_dim": 2 * WIDTH},
+    # Patch embeddings whose padding the position embeddings are sized for: Hiera's 7-pixel
+    # patches at stride 4, ViTPose's 8-pixel ones, LeViT's 16-pixel stem.
+    "hiera": {"patch_size": [7, 7]},
+    "vitpose": {"backbone_config": {"patch_size": [8, 8]}},
+    "vitpose_backbone": {"patch_size": [8, 8]},
+    "levit": {"patch_size": 16, "image_size": 64},
+    # Five stride-2 stages leave a 2 x 2 map of a 64-pixel image for the last unfolding.
+    "mobilevitv2": {"image_size": 64},
+    # EfficientNet's head widens to a fixed 1280 channels times the width coefficient.
+    "efficientnet": {"hidden_dim": 2560},
+    "textnet": {"stem_out_channels": 32},
+    "tvp": {"max_img_size": 2 * IMAGE, "visual_prompt_size": PATCH},
+    # Layers whose outputs a head taps, renumbered for the two tiny layers.
+    "mllama_vision_model": {"intermediate_layers_indices": [0, 1]},
+    "depth_pro": {"intermediate_hook_ids": [1, 0]},
+    "udop": {"relative_attention_num_buckets": 32},
+    # Each layer reads the KV cache of itself or of an earlier layer.
+    "mistral_large4_text": {"kv_source_layers": [0, 1]},
+    "mistral_large4": {"text_config": {"kv_source_layers": [0, 1]}},
+    # Window attention over a grid of 2 x 2 windows of the tiny image.
+    "lw_detr_vit": {"num_windows": 4, "num_windows_side": 2},
+    "lw_detr": {"backbone_config": {"num_windows": 4, "num_windows_side": 2}},
+    # A head wide enough for M-RoPE's two axes to rotate whole pairs of frequencies.
+    "neomme": {"head_dim": 16},
+    # The adaptor narrows the text width by four; the layer split sums to the layer count.
+    "fun_asr_nano": {"adaptor_config": {"intermediate_size": WIDTH // 4}},
+    "dory": {"n_input_layers": 1, "n_recurrent_layers": 0, "n_output_layers": 1},
+    "molmo2": {"adapter_config": {"vision_feature_layer": [-1, -2]}},
+    "pp_doclayout_v2": {"class_thresholds": [0.5, 0.5], "class_order": [0, 1]},
+    "sapiens2": {"num_key_value_heads_per_layer": [KV_HEADS, KV_HEADS], "num_key_value_attention_heads": KV_HEADS,
+                 "head_config": {"upsample_out_channels": [WIDTH, WIDTH], "conv_out_channels": [WIDTH]}},
+    "granite4_vision": {"deepstack_layer_map": [[-1, 0]], "spatial_target_layers": [0, 1],
+                        "qformer_config": {"num_attention_heads": HEADS}},
+    # SAM 2's Hiera: stage widths from the tiny width, one block a stage (the last global),
+    # windows that tile the tiny image's stage grids.
+    "sam2_hiera_det_model": SAM2_HIERA,
+    "sam2_vision_model": {"backbone_config": SAM2_HIERA, "backbone_channel_list": SAM2_HIERA_OUT},
+    "step3p5": {"sliding_window": 4},
+    "step3p7": {"text_config": {"sliding_window": 4}},
+    # Group norms of 32 groups over the tiny stages' 8 channels.
+    "bit": {"num_groups": 8},
+    # One attention head per 64 channels.
+    "bridgetower": {"vision_config": {"hidden_size": 64}},
+    "bridgetower_vision_model": {"hidden_size": 64},
+    # The spatial embeddings (four coordinates and two sides) add up to the width.
+    "layoutlmv3": {"coordinate_size": 6, "shape_size": 4},
+    "lilt": {"hidden_size": 48, "channel_shrink_ratio": 4},
+    # A sinusoid per box coordinate needs a width of 8 coordinates x 2 x 4.
+    "bros": {"hidden_size": 64},
+    "reformer": {"axial_pos_embds_dim": [16, 16], "axial_pos_shape": [4, 2]},
+    # MPNet's relative position buckets are fixed at 32.
+    "mpnet": {"relative_attention_num_buckets": 32},
+    # Mamba heads span the expanded width; attention runs on the doubled width.
+    "zamba2": {"mamba_headdim": 8},
+    # Two hybrid layers share one transformer, and later layers share earlier KV caches.
+    "zamba": {"num_hidden_layers": 4, "layers_block_type": ["mamba", "hybrid"] * 2,
+              "layer_types": ["mamba", "hybrid"] * 2, "attn_layer_period": 2, "attn_layer_offset": 1},
+    "gemma3n_text": {"num_hidden_layers": 4, "num_kv_shared_layers": 2, "intermediate_size": [FFN] * 4,
+                     "activation_sparsity_pattern": [0.95, 0.0, 0.0, 0.0],
+                     "layer_types": ["sliding_attention", "full_attention"] * 2},
+    "dbrx": {"attn_config": {"rope_theta": 10000.0, "clip_qkv": 8.0}},
+    "diffusion_gemma": {"text_config": {"num_experts": EXPERTS, "top_k_experts": 2, "moe_intermediate_size": FFN}},
+    "diffusion_gemma_text": {"num_experts": EXPERTS, "top_k_experts": 2, "moe_intermediate_size": FFN},
+    "qwen3_omni_moe": {"talker_config": {"spatial_merge_size": 2,
+                                         "text_config": {"shared_expert_intermediate_size": FFN}}},
+    "qwen4_exp": {"text_config": {"indexer_budget": 8, "indexer_compress_ratio": 2, "indexer_n_heads": 2,
+                                  "indexer_kv_heads": 1, "indexer_head_dim": HEAD_DIM}},
+    "qwen4_exp_text": {"indexer_budget": 8, "indexer_compress_ratio": 2, "indexer_n_heads": 2,
+                       "indexer_kv_heads": 1, "indexer_head_dim": HEAD_DIM},
 }
+
+
+def _drop_derived(values: dict[str, Any], config_class: type) -> None:
+    """Remove, in place, the attributes a config derives from its fields in ``__post_init__``
+    (BROS's bbox embedding sizes, Zamba2's hybrid layer ids): ``to_dict`` lists them with the
+    default's values, and passed back they would override what the tiny fields derive."""
+    try:
+        fields = {field.name for field in dataclasses.fields(config_class)}
+    except TypeError:
+        return
+    layers = next((values[k] for k in sorted(LAYER_KEYS) if isinstance(values.get(k), int)), None)
+    for key in list(values):
+        per_layer = isinstance(values[key], list) and len(values[key]) == layers  # cut to the layers by shrink
+        if key not in fields and key not in ("model_type", "_name_or_path", "output_attentions") and not per_layer:
+            del values[key]
+    for key, sub_class in (getattr(config_class, "sub_configs", None) or {}).items():
+        if _is_config_dict(values.get(key)) and isinstance(sub_class, type) and \
+                getattr(sub_class, "model_type", None) == values[key]["model_type"]:
+            _drop_derived(values[key], sub_class)
+
+
+def _merge(values: dict[str, Any], override: dict[str, Any]) -> None:
+    """Apply an ``OVERRIDES`` entry in place: a dict updates the sub-config of that name."""
+    for key, value in override.items():
+        if isinstance(value, dict) and _is_config_dict(values.get(key)):
+            _merge(values[key], value)
+        else:
+            values[key] = value
 
 
 def tiny_config(model_type: str) -> transformers.PreTrainedConfig:
@@ -369,11 +761,8 @@ def tiny_config(model_type: str) -> transformers.PreTrainedConfig:
     except Exception as e:
         raise NotBuilt(f"config not tinyfiable: default {config_class.__name__}() fails: {_headline(e)}") from e
     values = shrink(default.to_dict())
-    for key, value in OVERRIDES.get(model_type, {}).items():
-        if isinstance(value, dict) and isinstance(values.get(key), dict):
-            values[key].update(value)
-        else:
-            values[key] = value
+    _drop_derived(values, config_class)
+    _merge(values, OVERRIDES.get(model_type, {}))
     _remap_special_ids(values)
     values.pop("transformers_version", None)
     try:
@@ -384,17 +773,34 @@ def tiny_config(model_type: str) -> transformers.PreTrainedConfig:
     return config
 
 
+MROPE_TYPES = frozenset({"paddleocr_vl_text"})
+
+
+def _all_configs(config: Any) -> list[Any]:
+    """The config and every sub-config nested in it, breadth first."""
+    found, queue = [], [config]
+    while queue:
+        current = queue.pop(0)
+        if any(current is seen for seen in found):
+            continue
+        found.append(current)
+        queue += [v for v in vars(current).values() if isinstance(v, transformers.PreTrainedConfig)]
+    return found
+
+
 def _fit_mrope(config: Any) -> None:
     """Give M-RoPE configs sections that fit the tiny head, in place.
 
     Qwen2-VL-like models fall back to sections sized for their real head (``[16, 24, 24]``)
     when the config names none; their config classes declare that they take
-    ``mrope_section`` by exempting it from RoPE validation.
+    ``mrope_section`` by exempting it from RoPE validation (PaddleOCR-VL's text model, whose
+    class does not, is in ``MROPE_TYPES``). Sub-configs at any depth are fitted.
     """
-    for sub in [config, *(v for v in vars(config).values() if isinstance(v, transformers.PreTrainedConfig))]:
+    for sub in _all_configs(config):
         rope = getattr(sub, "rope_parameters", None)
         exempt = getattr(type(sub), "ignore_keys_at_rope_validation", None) or ()
-        if "mrope_section" not in exempt or not isinstance(rope, dict) or "rope_type" not in rope:
+        takes = "mrope_section" in exempt or getattr(sub, "model_type", None) in MROPE_TYPES
+        if not takes or not isinstance(rope, dict) or "rope_type" not in rope:
             continue
         heads = getattr(sub, "num_attention_heads", None) or HEADS
         head_dim = getattr(sub, "head_dim", None) or sub.hidden_size // heads
@@ -434,11 +840,29 @@ def _token_ids(config: Any, shape: tuple[int, ...], gen: torch.Generator) -> tor
     return allowed[torch.randint(0, len(allowed), shape, generator=gen)]
 
 
+def _first(configs: list[Any], *names: str, default: Any = None) -> Any:
+    """The first of ``names`` set on any of ``configs`` (sub-config before parent)."""
+    for config in configs:
+        for name in names:
+            value = getattr(config, name, None)
+            if value is not None and not isinstance(value, bool):
+                return value
+    return default
+
+
+def _vision(config: Any) -> list[Any]:
+    return [_sub(config, "vision_config", "backbone_config", "encoder", "image_config"), config]
+
+
+def _pair(value: Any) -> tuple[int, int]:
+    return (value, value) if isinstance(value, int) else tuple(value)[-2:]
+
+
 def _image_shape(config: Any) -> tuple[int, int, int]:
-    vision = _sub(config, "vision_config", "backbone_config", "encoder")
-    channels = getattr(vision, "num_channels", None) or getattr(config, "num_channels", None) or 3
-    size = getattr(vision, "image_size", None) or getattr(config, "image_size", None) or 2 * IMAGE
-    h, w = (size, size) if isinstance(size, int) else tuple(size)[:2]
+    vision = _vision(config)
+    channels = _first(vision, "num_channels", "in_channels", "input_channels", default=3)
+    size = _first(vision, "image_size", "crop_size", "input_size", default=2 * IMAGE)
+    h, w = _pair(size)
     return channels, h, w
 
 
@@ -446,66 +870,615 @@ def _pixel_values(config: Any, gen: torch.Generator) -> torch.Tensor:
     return torch.randn(BATCH, *_image_shape(config), generator=gen)
 
 
-def _text(config: Any, gen: torch.Generator, *, mask: bool = True) -> dict[str, torch.Tensor]:
-    inputs = {"input_ids": _token_ids(config, (BATCH, SEQ), gen)}
+def _frames(config: Any) -> int | None:
+    """The clip length a video model is sized for (None for an image model)."""
+    return _first(_vision(config), "num_frames", "frames_per_clip")
+
+
+def _video(config: Any, gen: torch.Generator, channels_first: bool = False) -> torch.Tensor:
+    """A clip [B, frames, C, H, W] (or [B, C, frames, H, W]) of the configured length."""
+    frames = _frames(config) or 4
+    channels, h, w = _image_shape(config)
+    shape = (BATCH, channels, frames, h, w) if channels_first else (BATCH, frames, channels, h, w)
+    return torch.randn(*shape, generator=gen)
+
+
+def _patch_grid(config: Any) -> tuple[int, int]:
+    """A patch grid (height, width) for flattened-patch vision towers: four merged patches
+    a side, the merge size taken from the config."""
+    merge = _first(_vision(config), "spatial_merge_size", "merge_size", "merge_kernel_size", default=1)
+    merge = max(_pair(merge))
+    return 2 * merge, 2 * merge
+
+
+def _flat_patches(config: Any, gen: torch.Generator, temporal: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Qwen2-VL-style vision input: every patch of one image flattened to
+    ``channels * temporal * patch * patch`` values, and its ``[t, h, w]`` grid."""
+    vision = _vision(config)
+    channels = _first(vision, "in_channels", "num_channels", default=3)
+    patch = max(_pair(_first(vision, "patch_size", default=PATCH)))
+    h, w = _patch_grid(config)
+    grid = torch.tensor([[1, h, w]] * BATCH)
+    features = channels * (temporal or 1) * patch * patch
+    return torch.randn(BATCH * h * w, features, generator=gen), grid
+
+
+def _text(config: Any, gen: torch.Generator, *, mask: bool = True, prefix: str = "") -> dict[str, torch.Tensor]:
+    inputs = {f"{prefix}input_ids": _token_ids(config, (BATCH, SEQ), gen)}
     if mask:
-        inputs["attention_mask"] = torch.ones(BATCH, SEQ, dtype=torch.long)
+        inputs[f"{prefix}attention_mask"] = torch.ones(BATCH, SEQ, dtype=torch.long)
     return inputs
+
+
+def _width(config: Any) -> int:
+    return _first([config, _sub(config, "text_config")], "hidden_size", "d_model", "embed_dim", "dim", default=WIDTH)
 
 
 def _audio_features(config: Any, gen: torch.Generator) -> list[torch.Tensor]:
     """input_features candidates: [B, mel, frames] (Whisper) then [B, frames, features]."""
-    audio = _sub(config, "audio_config", "encoder_config", "encoder")
-    mel = getattr(audio, "num_mel_bins", None) or getattr(config, "num_mel_bins", None)
-    source = getattr(audio, "max_source_positions", None) or getattr(config, "max_source_positions", None)
-    per_channel = getattr(audio, "input_feat_per_channel", None) or getattr(config, "input_feat_per_channel", None)
-    channels = getattr(audio, "input_channels", None) or getattr(config, "input_channels", None) or 1
-    feature = getattr(audio, "feature_size", None) or getattr(config, "feature_size", None)
+    audio = [_sub(config, "audio_config", "encoder_config", "encoder", "asr_config", "decoder_config"), config]
+    mel = _first(audio, "num_mel_bins", "n_mels", "num_mel_filters", "input_feat_size")
+    source = _first(audio, "max_source_positions")
+    per_channel = _first(audio, "input_feat_per_channel")
+    channels = _first(audio, "input_channels", default=1)
+    feature = _first(audio, "feature_size", "input_dim", "num_input_features", "input_feature_size")
+    stacked = _first(audio, "num_stacked_frames", "subsampling_factor")
+    window = _first(audio, "n_window")
     frames = 2 * source if source else 32
+    if window:  # chunked encoders take whole windows of frames
+        frames = 2 * window * math.ceil(frames / (2 * window))
     candidates = []
     if mel:
         candidates.append(torch.randn(BATCH, mel, frames, generator=gen))
-    for width in (per_channel and per_channel * channels, feature, mel, 80):
-        if width:
-            candidates.append(torch.randn(BATCH, frames, width, generator=gen))
+    widths = (per_channel and per_channel * channels, feature, _first(audio, "feature_projection_input_dim"),
+              mel and stacked and mel * stacked, mel, 80, 128, mel and 4 * mel)
+    for width in dict.fromkeys(w for w in widths if w):
+        candidates.append(torch.randn(BATCH, frames, width, generator=gen))
+    if feature and not mel:  # channels first: [B, features, frames]
+        candidates.append(torch.randn(BATCH, feature, frames, generator=gen))
     return candidates
 
 
-def _input_sets(model: torch.nn.Module, gen: torch.Generator) -> list[tuple[dict[str, Any], str]]:
-    """Candidate keyword inputs, most natural first, each with a note for the report."""
-    config = model.config
+def _hop(config: Any) -> int | None:
+    """Samples per frame of an audio codec: its hop length, or its downsampling strides' product."""
+    configs = [config, *(_all_configs(config) if isinstance(config, transformers.PreTrainedConfig) else [])]
+    ratios = _first(configs, "downsampling_ratios", "ratios", "upsampling_ratios", "strides")
+    if isinstance(ratios, list) and ratios and all(isinstance(r, int) for r in ratios):
+        return math.prod(ratios)
+    hop = _first(configs, "hop_length")
+    return hop if isinstance(hop, int) else None
+
+
+def _forward_parameters(model: torch.nn.Module) -> dict[str, inspect.Parameter]:
+    """forward's named parameters (no ``self``, ``*args`` or ``**kwargs``)."""
     params = inspect.signature(model.forward).parameters
-    main = getattr(model, "main_input_name", "input_ids")
+    return {name: p for name, p in params.items()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def _required(params: dict[str, inspect.Parameter]) -> list[str]:
+    return [name for name, p in params.items() if p.default is inspect.Parameter.empty]
+
+
+def main_input(model: torch.nn.Module) -> str:
+    """The input the model is fed by: its ``main_input_name`` when forward takes it, else
+    forward's first required argument (a part's ``hidden_states``), else its first."""
+    params = _forward_parameters(model)
+    main = getattr(model, "main_input_name", None)
+    if isinstance(main, str) and main in params:
+        return main
+    required = _required(params)
+    return required[0] if required else next(iter(params), "input_ids")
+
+
+@attrs.define
+class Inputs:
+    """What an input recipe works from: the model, its config, forward's parameters, and a
+    seeded generator."""
+
+    model: torch.nn.Module
+    config: Any
+    params: dict[str, inspect.Parameter]
+    gen: torch.Generator
+
+    def ids(self, *shape: int, config: Any = None) -> torch.Tensor:
+        return _token_ids(config or self.config, shape or (BATCH, SEQ), self.gen)
+
+    def randn(self, *shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=self.gen)
+
+    def randint(self, high: int, *shape: int) -> torch.Tensor:
+        return torch.randint(0, high, shape, generator=self.gen)
+
+    def text(self, mask: bool = True, prefix: str = "") -> dict[str, torch.Tensor]:
+        return _text(self.config, self.gen, mask=mask, prefix=prefix)
+
+    def image(self, config: Any = None) -> torch.Tensor:
+        return _pixel_values(config or self.config, self.gen)
+
+    def width(self, config: Any = None) -> int:
+        return _width(config or self.config)
+
+
+Recipe = Callable[[Inputs], list[tuple[dict[str, Any], str]]]
+
+
+def _flat_patch_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """Vision towers fed flattened patches and their grid (Qwen2-VL's and its kin)."""
+    main = "hidden_states" if "hidden_states" in h.params else "pixel_values"
+    grid_name = next(n for n in ("grid_thw", "image_grid_thw") if n in h.params)
+    temporal = _first(_vision(h.config), "temporal_patch_size", "patch_temporal", "temporal_merge_size")
+    sets = []
+    for t in dict.fromkeys((temporal, 1)):
+        patches, grid = _flat_patches(h.config, h.gen, t)
+        inputs = {main: patches, grid_name: grid}
+        if "merge_sizes" in h.params:
+            inputs["merge_sizes"] = torch.tensor([max(1, grid[0, 1].item() // 2)] * BATCH)
+        sets.append((inputs, "flattened patches and their grid"))
+    return sets
+
+
+def _generic_sets(h: Inputs, main: str) -> list[tuple[dict[str, Any], str]]:
+    """Inputs for the model's main input, from the config's sizes."""
+    config, gen, params = h.config, h.gen, h.params
     sets: list[tuple[dict[str, Any], str]] = []
-
-    def add(inputs: dict[str, Any], note: str = "") -> None:
-        inputs = {k: v for k, v in inputs.items() if k in params}
-        if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
-            inputs["decoder_input_ids"] = _token_ids(config, (BATCH, SEQ), gen)
-        sets.append((inputs, note))
-
     if main == "input_ids":
-        add(_text(config, gen))
+        sets.append((_text(config, gen), ""))
         if "pixel_values" in params:
-            add({**_text(config, gen), "pixel_values": _pixel_values(config, gen)}, "text and image")
-        add(_text(config, gen, mask=False), "no attention_mask")
-    elif main in ("pixel_values", "pixel_values_videos"):
-        add({main: _pixel_values(config, gen)})
+            sets.append(({**_text(config, gen), "pixel_values": _pixel_values(config, gen)}, "text and image"))
+        sets.append((_text(config, gen, mask=False), "no attention_mask"))
+    elif main in ("pixel_values", "pixel_values_videos") and ("grid_thw" in params or "image_grid_thw" in params):
+        sets += _flat_patch_sets(h)
+    elif main in ("pixel_values", "pixel_values_videos") and (main == "pixel_values_videos" or _frames(config)):
+        sets.append(({main: _video(config, gen)}, "video"))
+        sets.append(({main: _video(config, gen, channels_first=True)}, "video, channels first"))
         if "input_ids" in params:
-            add({**_text(config, gen), main: _pixel_values(config, gen)}, "image and text")
+            sets.append(({**_text(config, gen), main: _video(config, gen)}, "video and text"))
+        frames = _frames(config) or 4
+        sets.append(({main: torch.randn(BATCH * frames, *_image_shape(config), generator=gen)}, "frames in the batch"))
+    elif main in ("pixel_values", "pixel_values_videos"):
+        sets.append(({main: _pixel_values(config, gen)}, ""))
+        if "input_ids" in params:
+            sets.append(({**_text(config, gen), main: _pixel_values(config, gen)}, "image and text"))
     elif main == "input_features":
-        for features in _audio_features(config, gen):
-            add({"input_features": features})
+        sets += [({"input_features": features}, "") for features in _audio_features(config, gen)]
     elif main == "input_values":
         mel = getattr(config, "num_mel_bins", None)
         length = getattr(config, "max_length", None)
         if mel and isinstance(length, int):
-            add({"input_values": torch.randn(BATCH, length, mel, generator=gen)}, "spectrogram")
-        add({"input_values": torch.randn(BATCH, 1600, generator=gen)})
-        add({"input_values": torch.randn(BATCH, 1, 1600, generator=gen)}, "mono channel dim")
-    else:
-        raise NotBuilt(f"inputs unknown: main input {main!r} is not text, image or audio")
+            sets.append(({"input_values": torch.randn(BATCH, length, mel, generator=gen)}, "spectrogram"))
+        sets.append(({"input_values": torch.randn(BATCH, 1600, generator=gen)}, ""))
+        sets.append(({"input_values": torch.randn(BATCH, 1, 1600, generator=gen)}, "mono channel dim"))
+        hop = _hop(config)
+        if hop:  # a codec takes whole frames of samples
+            length = 4 * hop
+            for shape in ((BATCH, length), (BATCH, 1, length)):
+                inputs = {"input_values": torch.randn(*shape, generator=gen)}
+                if "input_features" in params:
+                    width = _first(_all_configs(config), "feature_projection_input_dim", "num_mel_bins", default=80)
+                    inputs["input_features"] = torch.randn(BATCH, length // hop, width, generator=gen)
+                sets.append((inputs, "whole codec frames"))
+    elif main == "hidden_states" and ("grid_thw" in params or "image_grid_thw" in params):
+        sets += _flat_patch_sets(h)
+    elif main == "hidden_states" and _hop(config):  # a codec's encoder or decoder
+        channels = _first([config], "channels", "audio_channels", default=1)
+        latent = _first([config], "vae_dim", "hidden_size", default=WIDTH)
+        sets.append(({main: h.randn(BATCH, channels, 4 * _hop(config))}, "whole codec frames"))
+        sets.append(({main: h.randn(BATCH, latent, 4)}, "latent frames"))
+    elif main in ("spectrogram", "mel_spectrogram"):
+        bins = _first([config], "model_in_dim", "mel_dim", "num_mel_bins", default=80)
+        sets.append(({main: h.randn(BATCH, 16, bins)}, "spectrogram"))
+        sets.append(({main: h.randn(BATCH, bins, 16)}, "spectrogram, bins first"))
+    elif main == "latents":
+        sets.append(({main: h.randn(BATCH, h.width(), 16)}, "latents"))
+    elif main == "image":
+        sets.append(({main: _pixel_values(config, gen)}, ""))
+    elif main in ("inputs_embeds", "hidden_states"):
+        sets.append(({main: h.randn(BATCH, SEQ, h.width())}, "embeddings"))
+    if main == "input_ids" and "pixel_values" in params and _frames(config):
+        sets.append(({**_text(config, gen), "pixel_values": _video(config, gen)}, "text and video"))
+    if main == "input_ids" and "input_values" in params and _hop(config):
+        sets.append(({**_text(config, gen), "input_values": h.randn(BATCH, 1, 4 * _hop(config))}, "text and audio"))
+    if main == "input_ids" and "input_features" in params:
+        sets += [({**_text(config, gen), "input_features": f}, "text and audio") for f in _audio_features(config, gen)]
+    if main == "input_ids" and "encoder_hidden_states" in params:
+        sets.append(({**_text(config, gen), "encoder_hidden_states": h.randn(BATCH, SEQ, h.width())},
+                     "text and encoder states"))
+    if main == "input_ids" and "inputs_embeds" in params:
+        sets.append(({"inputs_embeds": h.randn(BATCH, SEQ, h.width())}, "embeddings"))
     return sets
+
+
+def _series_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """Time-series models: a history of values (with the lags the config looks back
+    over), its time features and observed mask, and the horizon to forecast."""
+    c = h.config
+    channels = _first([c], "input_size", "num_input_channels", default=1)
+    context = _first([c], "context_length", default=32)
+    horizon = _first([c], "prediction_length", "horizon_length", default=4)
+    lags = max(getattr(c, "lags_sequence", None) or [0])
+    past = context + lags
+    if "past_values_padding" in h.params:  # TimesFM: a history in whole patches, a frequency id
+        length = 2 * _first([c], "patch_length", default=32)
+        return [({"past_values": h.randn(BATCH, length), "past_values_padding": torch.zeros(BATCH, length),
+                  "freq": torch.zeros(BATCH, 1, dtype=torch.long)}, "history in whole patches")]
+    shape = (BATCH, past) if channels == 1 and "past_time_features" in h.params else (BATCH, past, channels)
+    time_features = _first([c], "num_time_features", default=0)
+    inputs = {"past_values": h.randn(*shape), "past_observed_mask": torch.ones(*shape)}
+    if "past_time_features" in h.params:
+        inputs["past_time_features"] = h.randn(BATCH, past, time_features)
+        inputs["future_time_features"] = h.randn(BATCH, horizon, time_features)
+        future = (BATCH, horizon) if len(shape) == 2 else (BATCH, horizon, channels)
+        inputs["future_values"] = h.randn(*future)
+    categorical = _first([c], "num_static_categorical_features", default=0)
+    if categorical and "static_categorical_features" in h.params:
+        inputs["static_categorical_features"] = torch.zeros(BATCH, categorical, dtype=torch.long)
+    real = _first([c], "num_static_real_features", default=0)
+    if real and "static_real_features" in h.params:
+        inputs["static_real_features"] = h.randn(BATCH, real)
+    return [(inputs, "history and horizon")]
+
+
+def _mask_decoder_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """SAM-style mask decoders: image embeddings on a 4 x 4 grid, their positional
+    embeddings, one point prompt's sparse embeddings (two tokens) and dense embeddings,
+    and the higher-resolution features the SAM 2 family adds."""
+    width, grid = h.config.hidden_size, 4
+    dense = (BATCH, width, grid, grid)
+    inputs: dict[str, Any] = {
+        "image_embeddings": h.randn(*dense), "image_positional_embeddings": h.randn(*dense),
+        "sparse_prompt_embeddings": h.randn(BATCH, 1, 2, width), "dense_prompt_embeddings": h.randn(*dense),
+        "multimask_output": False,
+    }
+    if "high_resolution_features" in h.params:
+        inputs["high_resolution_features"] = [h.randn(BATCH, width // 8, 4 * grid, 4 * grid),
+                                              h.randn(BATCH, width // 4, 2 * grid, 2 * grid)]
+    if "hq_token_only" in h.params:
+        inputs["hq_token_only"] = False
+        vit = getattr(h.config, "vit_dim", None) or width
+        inputs["intermediate_embeddings"] = [h.randn(BATCH, grid, grid, vit)]
+    return [(inputs, "image and prompt embeddings")]
+
+
+def _prompt_encoder_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """SAM-style prompt encoders: one labelled point per image, in pixels."""
+    size = max(_pair(_first([h.config], "image_size", default=IMAGE)))
+    points = torch.rand(BATCH, 1, 1, 2, generator=h.gen) * size
+    inputs = {"input_points": points, "input_labels": torch.ones(BATCH, 1, 1, dtype=torch.long),
+              "input_boxes": None, "input_masks": None}
+    return [(inputs, "a point prompt")]
+
+
+def _mask_embedding_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """SAM's mask prompt embedding: a low-resolution mask, four times the embedding grid."""
+    side = 4 * 4 * 4
+    return [({"masks": h.randn(BATCH, 1, side, side)}, "a mask prompt")]
+
+
+def _recipe(h: Inputs, model_type: str) -> list[tuple[dict[str, Any], str]]:
+    """Inputs a family of models is fed by, known from its forward's arguments."""
+    params = h.params
+    if model_type in RECIPES:
+        return RECIPES[model_type](h)
+    if "past_values" in params:
+        return _series_sets(h)
+    if "image_embeddings" in params and "sparse_prompt_embeddings" in params:
+        return _mask_decoder_sets(h)
+    if "input_points" in params and "input_labels" in params and "pixel_values" not in params:
+        return _prompt_encoder_sets(h)
+    if list(params) == ["masks"]:
+        return _mask_embedding_sets(h)
+    return []
+
+
+def _boxes(h: Inputs, length: int = SEQ) -> torch.Tensor:
+    """Layout boxes (x0, y0, x1, y1) on a 0-1000 page, one per token, corners in order; as
+    four corners on a unit page for models that take quadrilaterals (BROS's ``dim_bbox`` 8)."""
+    corners = torch.randint(0, 500, (BATCH, length, 2), generator=h.gen)
+    sizes = torch.randint(1, 500, (BATCH, length, 2), generator=h.gen)
+    x0, y0 = corners.unbind(-1)
+    x1, y1 = (corners + sizes).unbind(-1)
+    if getattr(h.config, "dim_bbox", 4) == 8:
+        return torch.stack([x0, y0, x1, y0, x1, y1, x0, y1], dim=-1) / 1000.0
+    return torch.stack([x0, y0, x1, y1], dim=-1)
+
+
+# Optional arguments a model needs all the same (it raises without them): a layout
+# model's boxes, X-MOD's language, an audio encoder's feature mask.
+NEEDED = ("bbox", "lang_ids", "input_features_mask", "qformer_input_ids")
+
+
+def _complete(h: Inputs, inputs: dict[str, Any], optional: bool = False) -> None:
+    """Add the required arguments an input set lacks whose form their name tells, in place
+    (with ``optional``, the ``NEEDED`` ones too): a Q-Former's prompt, a language id,
+    layout boxes, masks over the features given."""
+    names = _required(h.params) + ([n for n in NEEDED if n in h.params] if optional else [])
+    required = [name for name in dict.fromkeys(names) if name not in inputs]
+    ids = inputs.get("input_ids")
+    length = ids.shape[-1] if isinstance(ids, torch.Tensor) else SEQ
+    for name in required:
+        if name == "qformer_input_ids":
+            inputs.update(_text(h.config, h.gen, prefix="qformer_"))
+        elif name == "lang_ids":
+            inputs[name] = torch.zeros(BATCH, dtype=torch.long)
+        elif name == "bbox":
+            inputs[name] = _boxes(h, length)
+        elif name in ("token_type_ids",):
+            inputs[name] = torch.zeros(BATCH, length, dtype=torch.long)
+        elif name in ("input_features_mask", "feature_attention_mask") and "input_features" in inputs:
+            features = inputs["input_features"]
+            frames = features.shape[-1] if features.shape[1] == _first(
+                [_sub(h.config, "audio_config"), h.config], "num_mel_bins", default=-1) else features.shape[1]
+            inputs[name] = torch.ones(features.shape[0], frames, dtype=torch.long)
+
+
+def _image_token_prompt(h: Inputs, count: int) -> torch.Tensor:
+    """A prompt that opens with ``count`` image placeholder tokens, as a processor writes it."""
+    token = _first([h.config], "image_token_index", "image_token_id", "video_token_index", "video_token_id")
+    ids = h.ids(BATCH, count + SEQ)
+    ids[:, :count] = token
+    return ids
+
+
+def _blip_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """BLIP-2 and InstructBLIP: the Q-Former's query tokens stand in the prompt as image tokens
+    (once per frame of a video)."""
+    video = "Video" in type(h.model).__name__
+    count = h.config.num_query_tokens * ((_frames(h.config) or 4) if video else 1)
+    ids = _image_token_prompt(h, count)
+    pixels = _video(h.config, h.gen) if video else h.image()
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "pixel_values": pixels}
+    if "qformer_input_ids" in h.params:
+        inputs.update(_text(h.config, h.gen, prefix="qformer_"))
+    return [(inputs, "image tokens, image and prompt")]
+
+
+def _kosmos2_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """Kosmos-2: the image's latent queries fill the prompt's first positions."""
+    count = h.config.latent_query_num
+    ids = h.ids(BATCH, count + SEQ)
+    where = torch.zeros_like(ids)
+    where[:, 1:count + 1] = 1
+    return [({"input_ids": ids, "attention_mask": torch.ones_like(ids), "pixel_values": h.image(),
+              "image_embeds_position_mask": where}, "image, prompt and where the image goes")]
+
+
+def _idefics_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """IDEFICS: one image per prompt ([B, images, C, H, W]) that every token attends to."""
+    ids = h.ids()
+    return [({"input_ids": ids, "attention_mask": torch.ones_like(ids), "pixel_values": h.image().unsqueeze(1),
+              "image_attention_mask": torch.ones(BATCH, SEQ, 1, dtype=torch.long)}, "image and prompt")]
+
+
+def _clap_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """CLAP: a log-mel spectrogram image [B, 1, frames, mel] of the spectrogram's size."""
+    audio = _sub(h.config, "audio_config")
+    mel = audio.num_mel_bins
+    frames = audio.spec_size * (audio.spec_size // mel)
+    features = h.randn(BATCH, 1, frames, mel)
+    if main_input(h.model) == "input_ids":
+        return [({**h.text(), "input_features": features}, "text and spectrogram")]
+    return [({"input_features": features}, "spectrogram")]
+
+
+def _patch_grid_side(h: Inputs) -> tuple[int, int, int]:
+    """Channels, patch side and patches per image side of a vision tower fed patches."""
+    vision = _vision(h.config)
+    channels = _first(vision, "num_channels", "in_channels", default=3)
+    patch = max(_pair(_first(vision, "patch_size", default=PATCH)))
+    return channels, patch, 4
+
+
+def _naflex_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """SigLIP 2 (NaFlex): an image cut into flattened patches, their mask and grid shape."""
+    channels, patch, side = _patch_grid_side(h)
+    count = side * side
+    inputs = {"pixel_values": h.randn(BATCH, count, channels * patch * patch),
+              "pixel_attention_mask": torch.ones(BATCH, count, dtype=torch.long),
+              "spatial_shapes": torch.tensor([[side, side]] * BATCH)}
+    return [(inputs, "flattened patches, their mask and grid")]
+
+
+def _positioned_patch_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """Gemma 4's vision tower: flattened patches with their (x, y) positions, a grid that
+    the pooling kernel tiles."""
+    channels, patch, _ = _patch_grid_side(h)
+    side = 2 * (_first(_vision(h.config), "pooling_kernel_size", default=1))
+    ys, xs = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
+    positions = torch.stack([xs.flatten(), ys.flatten()], dim=-1).expand(BATCH, -1, -1).contiguous()
+    return [({"pixel_values": h.randn(BATCH, side * side, channels * patch * patch),
+              "pixel_position_ids": positions}, "flattened patches and their positions")]
+
+
+def _target_size_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """MiniCPM-V's vision tower: an image and its patch grid's size."""
+    image = h.image()
+    _, patch, _ = _patch_grid_side(h)
+    grid = torch.tensor([[image.shape[-2] // patch, image.shape[-1] // patch]] * BATCH, dtype=torch.int32)
+    name = "target_sizes" if "target_sizes" in h.params else "tgt_sizes"
+    return [({"pixel_values": image, name: grid}, "image and its patch grid")]
+
+
+def _tiled_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """Mllama's vision tower: one image of one tile per prompt, and its aspect ratio."""
+    tiles = _first(_vision(h.config), "max_num_tiles", default=4)
+    image = torch.stack([h.image() for _ in range(tiles)], dim=1).unsqueeze(1)
+    return [({"pixel_values": image, "aspect_ratio_ids": torch.ones(BATCH, 1, dtype=torch.long),
+              "aspect_ratio_mask": torch.ones(BATCH, 1, tiles, dtype=torch.long)}, "an image's tiles and their layout")]
+
+
+def _flattened_patch_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """Pix2Struct and Kosmos-2.5: patches of a 4 x 4 grid, each its (row, column), 1-based,
+    then its pixels."""
+    vision = _vision(h.config)
+    width = _first(vision, "patch_embed_hidden_size")
+    side = 4
+    rows, cols = torch.meshgrid(torch.arange(1, side + 1), torch.arange(1, side + 1), indexing="ij")
+    where = torch.stack([rows.flatten(), cols.flatten()], dim=-1).float().expand(BATCH, -1, -1)
+    patches = torch.cat([where, h.randn(BATCH, side * side, width)], dim=-1)
+    inputs = {"flattened_patches": patches, "attention_mask": torch.ones(BATCH, side * side)}
+    if "decoder_input_ids" in h.params:
+        inputs["decoder_input_ids"] = h.ids()
+    return [(inputs, "flattened patches")]
+
+
+def _pair_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """Keypoint matchers: pairs of images [B, 2, C, H, W]."""
+    detector = _sub(h.config, "keypoint_detector_config")
+    image = torch.randn(BATCH, 2, 3, 2 * IMAGE, 2 * IMAGE, generator=h.gen)
+    del detector
+    return [({"pixel_values": image}, "image pairs")]
+
+
+def _seggpt_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """SegGPT: an image, a prompt image and the prompt's mask, each half the model's input
+    (the two are stacked into one canvas)."""
+    height, width = _pair(h.config.image_size)
+    shape = (BATCH, h.config.num_channels, height // 2, width)
+    return [({"pixel_values": h.randn(*shape), "prompt_pixel_values": h.randn(*shape),
+              "prompt_masks": h.randn(*shape)}, "image, prompt image and mask")]
+
+
+def _oneformer_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """OneFormer: an image and its task prompt ("the task is semantic"), tokenised."""
+    length = _first([h.config], "task_seq_len", default=SEQ)
+    return [({"pixel_values": h.image(), "task_inputs": h.ids(BATCH, length)}, "image and task prompt")]
+
+
+def _lxmert_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """LXMERT: a question and the detector's region features with their boxes."""
+    regions = 4
+    boxes = torch.rand(BATCH, regions, h.config.visual_pos_dim, generator=h.gen)
+    return [({**h.text(), "visual_feats": h.randn(BATCH, regions, h.config.visual_feat_dim),
+              "visual_pos": boxes}, "question and region features")]
+
+
+def _trajectory_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """Decision Transformer: a trajectory of states, actions, rewards, returns to go and steps."""
+    c = h.config
+    return [({"states": h.randn(BATCH, SEQ, c.state_dim), "actions": h.randn(BATCH, SEQ, c.act_dim),
+              "rewards": h.randn(BATCH, SEQ, 1), "returns_to_go": h.randn(BATCH, SEQ, 1),
+              "timesteps": torch.arange(SEQ).expand(BATCH, -1).contiguous(),
+              "attention_mask": torch.ones(BATCH, SEQ, dtype=torch.long)}, "a trajectory")]
+
+
+def _perceiver_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """Perceiver's text classifier: UTF-8 byte ids through its text preprocessor."""
+    ids = h.ids()
+    return [({"inputs": ids, "attention_mask": torch.ones_like(ids)}, "byte ids")]
+
+
+def _dia_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """Dia: a text prompt and the decoder's audio codes, one per channel (codebook)."""
+    decoder = _sub(h.config, "decoder_config")
+    codes = torch.randint(0, decoder.vocab_size, (BATCH, SEQ, decoder.num_channels), generator=h.gen)
+    return [({**h.text(), "decoder_input_ids": codes}, "text and audio codes")]
+
+
+def _whole_token_audio_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """Muse Spark's audio encoder: a waveform of whole output tokens of samples."""
+    return [({"input_values": h.randn(BATCH, 2 * h.config.samples_per_token)}, "whole output tokens of samples")]
+
+
+def _resampler_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """Idefics2's perceiver: the vision tower's features to resample, and their mask."""
+    return [({"context": h.randn(BATCH, SEQ, h.width()), "attention_mask": torch.ones(BATCH, SEQ, dtype=torch.long)},
+             "image features to resample")]
+
+
+def _qformer_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """BLIP-2's Q-Former alone: its query embeddings attending to the vision tower's features."""
+    width = _first([h.config], "encoder_hidden_size", default=h.width())
+    return [({"query_embeds": h.randn(BATCH, 4, h.width()), "encoder_hidden_states": h.randn(BATCH, SEQ, width)},
+             "queries and image features")]
+
+
+def _drafter_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """Muse Glimmer's assistant: noised embeddings to denoise, and the target model's states
+    at each layer it reads, concatenated."""
+    context = len(h.config.target_layer_ids) * h.width()
+    return [({"noise_embeds": h.randn(BATCH, SEQ, h.width()), "context_hidden_states": h.randn(BATCH, SEQ, context)},
+             "noised embeddings and context states")]
+
+
+def _feature_map_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """A vision encoder fed another tower's feature map [B, width, 4, 4] as its patch embeddings."""
+    return [({"patch_embeds": h.randn(BATCH, h.width(), 4, 4)}, "a feature map")]
+
+
+def _mel_mask_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """Gemma 3n's audio encoder: a log-mel spectrogram [B, frames, bins] and its padding mask."""
+    bins = _first([h.config], "input_feat_size", default=128)
+    return [({"audio_mel": h.randn(BATCH, 32, bins), "audio_mel_mask": torch.zeros(BATCH, 32, dtype=torch.bool)},
+             "spectrogram and padding mask")]
+
+
+def _conformer_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """Phi-4-multimodal's audio encoder: log-mel features [B, frames, bins], no streaming mask."""
+    bins = _first([h.config], "input_size", default=80)
+    return [({"hidden_states": h.randn(BATCH, 32, bins), "mask": None}, "spectrogram")]
+
+
+def _speech_encoder_decoder_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """A speech encoder-decoder: the encoder's waveform (or features) and the decoder's prompt."""
+    return [({"inputs": h.randn(BATCH, 1600), "decoder_input_ids": h.ids(config=_sub(h.config, "decoder"))},
+             "waveform and prompt"),
+            ({"inputs": h.randn(BATCH, 32, 80), "decoder_input_ids": h.ids(config=_sub(h.config, "decoder"))},
+             "features and prompt")]
+
+
+def _bark_fine_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """Bark's fine model: every codebook's codes, predicting codebook ``codebook_idx``."""
+    c = h.config
+    codes = torch.randint(0, c.input_vocab_size, (BATCH, SEQ, c.n_codes_total), generator=h.gen)
+    return [({"codebook_idx": c.n_codes_given, "input_ids": codes}, "codes of every codebook")]
+
+
+# Per-type recipes, tried before the generic inputs.
+RECIPES: dict[str, Recipe] = {
+    "siglip2": _naflex_sets, "siglip2_vision_model": _naflex_sets, "gemma4_vision": _positioned_patch_sets,
+    "minicpm_ocr_vision": _target_size_sets, "minicpmv4_7_vision": _target_size_sets,
+    "minicpmv4_6_vision": _target_size_sets, "mllama_vision_model": _tiled_sets,
+    "pix2struct": _flattened_patch_sets, "pix2struct_vision_model": _flattened_patch_sets,
+    "kosmos_2_5_vision_model": _flattened_patch_sets, "superglue": _pair_sets, "lightglue": _pair_sets,
+    "seggpt": _seggpt_sets, "oneformer": _oneformer_sets, "lxmert": _lxmert_sets,
+    "decision_transformer": _trajectory_sets, "perceiver": _perceiver_sets, "bark": _bark_fine_sets,
+    "muse_spark_audio": _whole_token_audio_sets,
+    "idefics2_perceiver": _resampler_sets, "blip_2_qformer": _qformer_sets,
+    "muse_glimmer_assistant": _drafter_sets, "unlimited_ocr_vision_encoder": _feature_map_sets,
+    "gemma3n_audio": _mel_mask_sets, "phi4_multimodal_audio": _conformer_sets,
+    "speech-encoder-decoder": _speech_encoder_decoder_sets,
+    "dia": _dia_sets,
+    "blip-2": _blip_sets, "instructblip": _blip_sets, "instructblipvideo": _blip_sets,
+    "kosmos-2": _kosmos2_sets, "idefics": _idefics_sets, "clap": _clap_sets, "clap_audio_model": _clap_sets,
+}
+
+
+def _input_sets(model: torch.nn.Module, config: Any, gen: torch.Generator,
+                model_type: str = "") -> list[tuple[dict[str, Any], str]]:
+    """Candidate keyword inputs, most natural first, each with a note for the report."""
+    params = _forward_parameters(model)
+    main = main_input(model)
+    h = Inputs(model, config, params, gen)
+    sets = _recipe(h, model_type)
+    sets += _generic_sets(h, main)
+    if not sets:
+        raise NotBuilt(f"inputs unknown: main input {main!r} is not text, image or audio")
+    completed = []
+    for inputs, note in sets:
+        fuller = {k: v for k, v in inputs.items() if k in params}
+        _complete(h, fuller, optional=True)
+        if fuller.keys() != inputs.keys() & params.keys():
+            completed.append((fuller, f"{note}, with {', '.join(sorted(fuller.keys() - inputs.keys()))}".lstrip(", ")))
+    out = []
+    for inputs, note in sets + completed:
+        inputs = {k: v for k, v in inputs.items() if k in params}
+        _complete(h, inputs)
+        if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params and \
+                "decoder_input_ids" not in inputs and "decoder_inputs_embeds" not in inputs:
+            inputs["decoder_input_ids"] = _token_ids(config, (BATCH, SEQ), gen)
+        out.append((inputs, note))
+    return out
 
 
 def _run(model: torch.nn.Module, kwargs: dict[str, Any]) -> Any:
@@ -513,18 +1486,33 @@ def _run(model: torch.nn.Module, kwargs: dict[str, Any]) -> Any:
         return model(**kwargs)
 
 
+def _config_for(cls: type, config: transformers.PreTrainedConfig) -> transformers.PreTrainedConfig:
+    """The config ``cls`` is built from: the type's own, or the sub-config of the class
+    ``cls`` declares (a composite type's text model takes its ``text_config``)."""
+    wanted = getattr(cls, "config_class", None)
+    if not isinstance(wanted, type) or isinstance(config, wanted):
+        return config
+    queue = [config]
+    while queue:
+        current = queue.pop(0)
+        if isinstance(current, wanted):
+            return current
+        queue += [v for v in vars(current).values() if isinstance(v, transformers.PreTrainedConfig)]
+    return config
+
+
 def build(model_type: str, class_name: str, seed: int = 0) -> Built:
     """A tiny ``class_name`` model of ``model_type`` and inputs its eager forward accepts."""
     try:
-        model_class = getattr(transformers, class_name)
+        cls = model_class(model_type, class_name)
     except (ImportError, AttributeError, RuntimeError) as e:
         raise NotBuilt(f"requires a package: {_headline(e)}") from e
-    config = tiny_config(model_type)
+    config = _config_for(cls, tiny_config(model_type))
     if hasattr(config, "use_cache"):
         config.use_cache = False
     torch.manual_seed(seed)
     try:
-        model = model_class(config).eval()
+        model = cls(config).eval()
     except ImportError as e:
         raise NotBuilt(f"requires a package: {_headline(e)}") from e
     except OSError as e:
@@ -532,16 +1520,19 @@ def build(model_type: str, class_name: str, seed: int = 0) -> Built:
     except Exception as e:
         raise NotBuilt(f"model init fails on the tiny config: {type(e).__name__}: {_headline(e)}") from e
     gen = torch.Generator().manual_seed(seed)
-    errors = []
-    for kwargs, note in _input_sets(model, gen):
+    errors: list[Exception] = []
+    sets = _input_sets(model, config, gen, model_type)
+    for kwargs, note in sets:
         try:
             output = _run(model, kwargs)
         except Exception as e:
-            errors.append(f"{type(e).__name__}: {_headline(e)}")
+            errors.append(e)
             continue
         return Built(model, kwargs, output, note)
-    # The last input set is the fullest, so its error is the one worth reading.
-    raise NotBuilt(f"eager forward fails on generated inputs: {errors[-1] if errors else 'no input set'}")
+    # The error worth reading is the fullest input set's (the first of those as full).
+    sizes = [len(kwargs) for kwargs, _ in sets]
+    error = errors[sizes.index(max(sizes))] if errors else NotBuilt("no input set")
+    raise NotBuilt(f"eager forward fails on generated inputs: {type(error).__name__}: {_headline(error)}") from error
 
 
 def _headline(error: BaseException) -> str:
@@ -550,4 +1541,4 @@ def _headline(error: BaseException) -> str:
     return text[:300] if text else type(error).__name__
 
 
-__all__ = ["Built", "NotBuilt", "build", "cases", "model_types", "shrink", "tiny_config"]
+__all__ = ["Built", "NotBuilt", "build", "cases", "model_class", "model_types", "shrink", "tiny_config"]

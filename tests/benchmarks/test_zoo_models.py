@@ -1,0 +1,109 @@
+"""The zoo's tiny models (benchmarks/zoo_models.py): configs shrunk consistently, the class a
+type offers found in its package, and inputs in the form each family takes. No export runs
+here; the few models built are tiny parts that run in well under a second."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+import sys
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+pytest.importorskip("transformers")
+
+ZOO_MODELS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "zoo_models.py"
+
+
+@pytest.fixture(scope="module")
+def zoo():
+    if "zoo_models" in sys.modules and getattr(sys.modules["zoo_models"], "__file__", None) == str(ZOO_MODELS):
+        return sys.modules["zoo_models"]
+    spec = importlib.util.spec_from_file_location("zoo_models", ZOO_MODELS)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["zoo_models"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sizes_that_follow_from_others_are_fitted_to_the_shrunk_ones(zoo):
+    mamba = zoo.shrink({"hidden_size": 4096, "mamba_n_heads": 4, "mamba_expand": 2, "mamba_d_head": 64,
+                        "mamba_d_ssm": 8192})
+    assert mamba["mamba_d_ssm"] == 2 * mamba["hidden_size"]
+    assert mamba["mamba_d_head"] * mamba["mamba_n_heads"] == mamba["mamba_d_ssm"]
+    mla = zoo.shrink({"qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "swa_head_dim": 192})
+    assert mla["swa_head_dim"] == mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
+
+
+def test_a_backbones_stages_and_the_head_on_it_shrink_together(zoo):
+    backbone = {"model_type": "hgnet_v2", "hidden_sizes": [256, 512, 1024, 2048], "stem_channels": [3, 32, 48],
+                "stage_in_channels": [48, 128, 512, 1024], "stage_out_channels": [128, 512, 1024, 2048],
+                "out_indices": [2, 3, 4]}
+    config = zoo.shrink({"backbone_config": backbone, "encoder_in_channels": [512, 1024, 2048],
+                         "encoder_hidden_dim": 256, "decoder_in_channels": [256, 256, 256]})
+    stages = config["backbone_config"]
+    assert stages["stem_channels"][0] == 3  # the image's channels
+    assert stages["stem_channels"][-1] == stages["stage_in_channels"][0]
+    assert stages["stage_in_channels"][1:] == stages["stage_out_channels"][:-1]
+    assert config["encoder_in_channels"] == [stages["stage_out_channels"][i - 1] for i in (2, 3, 4)]
+    assert config["decoder_in_channels"] == [config["encoder_hidden_dim"]] * 3
+
+
+def test_a_dpt_neck_gets_a_backbone_with_an_output_per_stage(zoo):
+    config = zoo.shrink({"backbone_config": {"model_type": "dinov2", "num_hidden_layers": 12, "hidden_size": 384,
+                                             "out_indices": [9, 10, 11, 12]},
+                         "neck_hidden_sizes": [48, 96, 192, 384], "reassemble_factors": [4, 2, 1, 0.5]})
+    backbone = config["backbone_config"]
+    assert len(backbone["out_indices"]) == 4
+    assert max(backbone["out_indices"]) <= backbone["num_hidden_layers"]
+
+
+def test_windowed_stages_get_an_image_every_stage_can_tile(zoo):
+    config = zoo.shrink({"image_size": 224, "patch_size": 4, "depths": [2, 2, 6, 2], "window_size": 7})
+    grid = config["image_size"] // config["patch_size"] // 2 ** (len(config["depths"]) - 1)
+    assert grid >= config["window_size"]
+
+
+def test_derived_attributes_are_derived_again_from_the_tiny_fields(zoo):
+    config = zoo.tiny_config("bros")
+    assert config.dim_bbox_projection == config.hidden_size // config.num_attention_heads
+
+
+def test_a_part_no_auto_mapping_lists_gets_the_class_named_for_its_config(zoo):
+    assert zoo.cases("sam2_mask_decoder")[0] == "Sam2MaskDecoder"
+    assert zoo.cases("kosmos_2_text_model")[0] == "Kosmos2TextForCausalLM"
+    decoder = zoo.model_class("sam2_mask_decoder", "Sam2MaskDecoder")
+    assert decoder.__name__ == "Sam2MaskDecoder"
+
+
+def test_a_wrapper_without_a_forward_is_replaced_by_its_sub_models(zoo):
+    classes = zoo.cases("qwen2_5_omni")
+    assert "Qwen2_5OmniForConditionalGeneration" not in classes
+    assert classes[0] == "Qwen2_5OmniThinkerForConditionalGeneration"
+
+
+def test_a_text_head_of_a_composite_type_is_built_from_the_text_config(zoo):
+    built = zoo.build("qwen3_5", "Qwen3_5ForCausalLM")
+    assert type(built.model.config).__name__ == "Qwen3_5TextConfig"
+
+
+@pytest.mark.parametrize("model_type, names", [
+    ("sam_mask_decoder", {"image_embeddings", "sparse_prompt_embeddings", "dense_prompt_embeddings"}),
+    ("sam2_prompt_encoder", {"input_points", "input_labels"}),
+    ("qwen2_vl_vision", {"hidden_states", "grid_thw"}),
+    ("patchtst", {"past_values"}),
+])
+def test_each_family_is_fed_the_inputs_it_takes(zoo, model_type, names):
+    built = zoo.build(model_type, zoo.cases(model_type)[0])
+    assert names <= built.kwargs.keys()
+    assert built.output is not None
+
+
+def test_flattened_patches_and_their_grid_agree(zoo):
+    built = zoo.build("qwen2_vl_vision", "Qwen2VisionTransformerPretrainedModel")
+    grid, patches = built.kwargs["grid_thw"], built.kwargs["hidden_states"]
+    assert int(grid.prod(-1).sum()) == patches.shape[0]
+    merge = built.model.config.spatial_merge_size
+    assert (grid[:, 1:] % merge == 0).all()
