@@ -35,9 +35,9 @@ import torch
 
 # results.py sits beside this file, which is run as a script.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import results  # noqa: E402
+import results
 
-import exporter  # noqa: E402
+import exporter
 
 nn = torch.nn
 WIDTH = 16
@@ -126,8 +126,8 @@ def measure(family: str, layers: int, repeats: int) -> dict[str, Any]:
     ``repeats`` alternating runs after a warm-up of each."""
     plain, twin = models(family, layers)
     example = (torch.randn(2, WIDTH),)
-    ours = lambda: exporter.export(plain, example)  # noqa: E731
-    oracle = lambda: torch.export.export(twin, example, strict=False).run_decompositions({})  # noqa: E731
+    ours = lambda: exporter.export(plain, example)
+    oracle = lambda: torch.export.export(twin, example, strict=False).run_decompositions({})
     ours(), oracle()
     ours_times, oracle_times = [], []
     program = oracle_program = None

@@ -14,7 +14,7 @@ import torch
 from torch.fx.experimental import proxy_tensor
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-__all__ = ["QUERY_FILES", "assume", "assumed", "assumptions_undone", "check_at_run_time", "check_value", "bound_value", "current_module_stack", "evaluate_expression", "forget_pending_symbols", "retrace_graph"]
+__all__ = ["QUERY_FILES", "assume", "assumed", "assumptions_undone", "bound_value", "check_at_run_time", "check_value", "current_module_stack", "evaluate_expression", "forget_pending_symbols", "retrace_graph"]
 
 
 def _files() -> tuple[str, ...]:

@@ -17,7 +17,15 @@ from ..trace import tracer
 from ..trace.draft import symbol_origins
 from ..trace.module_function import Recorded
 from .align import Parted, Run, Unjoinable
-from .decide import Decider, Site, TooManyDecisions, limit_error, raised_by_model, refusal
+from .decide import (
+    Decider,
+    Site,
+    TooManyDecisions,
+    limit_error,
+    loop_error,
+    raised_by_model,
+    refusal,
+)
 from .join import DataLoop, Joiner, interpreted
 
 __all__ = ["BRANCH_MODES", "DEFAULT_MAX_RUNS", "capture"]
@@ -233,15 +241,7 @@ def _structure(spec: Any) -> str:
 
 
 def _loop_error(decision: Any) -> TraceError:
-    return TraceError(
-        "forward() loops as many times as the data says"
-        + (f" (`{decision.code}` decides whether it goes on)" if decision.code else "")
-        + ": each side of the decision asks it again, so no fixed number of branches holds every input",
-        category=Category.DATA_DEPENDENT_CONTROL_FLOW,
-        location=decision.site.location,
-        hint="loop a fixed number of times and let masks skip the steps past the end (or use "
-        "torch.while_loop), or export with branches='draft' to follow the example's count",
-    )
+    return loop_error(decision.site.location, decision.code)
 
 
 def _join_error(joiner: Joiner, error: TraceError) -> TraceError:

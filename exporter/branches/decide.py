@@ -22,19 +22,19 @@ import torch
 
 from .._errors import Category, TraceError
 from .._ir import is_library_frame
-from ..trace.write_watch import writes
 from .._torch_internals import (
     QUERY_FILES,
-    OpOverload,
     GuardOnDataDependentSymNode,
+    OpOverload,
     assume,
     check_at_run_time,
     current_module_stack,
     free_unbacked_symbols,
     traced_graph,
 )
+from ..trace.write_watch import writes
 
-__all__ = ["ITEM_OPS", "Check", "Decider", "Decision", "Site", "TooManyDecisions", "limit_error", "raised_by_model", "refusal"]
+__all__ = ["ITEM_OPS", "Check", "Decider", "Decision", "Site", "TooManyDecisions", "limit_error", "loop_error", "raised_by_model", "refusal"]
 
 ITEM_OPS = (torch.ops.aten.item.default, torch.ops.aten._local_scalar_dense.default)
 """The ops that read a tensor's one value into Python (``.item()``, ``bool(t)``)."""
@@ -184,9 +184,11 @@ class Decider:
             decision.uses.append((position, stack))
             decision.anchors.append(anchor)
         else:
-            if len(self.decisions) >= self.limit:
-                raise TooManyDecisions(location) from error
             module = stack[-1] if stack else ""
+            if len(self.decisions) >= self.limit:
+                # most of them on this one line of this one call: a loop that tests a value each time round
+                repeated = self._occurrences.get((module, location), 0) * 2 > len(self.decisions)
+                raise TooManyDecisions(location, code if repeated else None) from error
             occurrence = self._occurrences.get((module, location), 0)
             self._occurrences[(module, location)] = occurrence + 1
             site = Site(module, location, occurrence)
@@ -236,8 +238,24 @@ def refusal(error: BaseException, limit: int) -> TraceError | None:
     another failure."""
     for cause in _chain(error):
         if isinstance(cause, TooManyDecisions):
-            return limit_error(cause.args[0] if cause.args else None, limit + 1)
+            location, loop = (list(cause.args) + [None, None])[:2]
+            if loop is not None:
+                return loop_error(location, loop)
+            return limit_error(location, limit + 1)
     return None
+
+
+def loop_error(location: str | None, code: str | None) -> TraceError:
+    """forward() tests a value each time round a loop: no fixed number of branches holds it."""
+    return TraceError(
+        "forward() loops as many times as the data says"
+        + (f" (`{code}` decides whether it goes on)" if code else "")
+        + ": each side of the decision asks it again, so no fixed number of branches holds every input",
+        category=Category.DATA_DEPENDENT_CONTROL_FLOW,
+        location=location,
+        hint="loop a fixed number of times and let masks skip the steps past the end (or use "
+        "torch.while_loop), or export with branches='draft' to follow the example's count",
+    )
 
 
 def raised_by_model(error: BaseException) -> bool:

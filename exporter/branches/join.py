@@ -20,9 +20,15 @@ import attrs
 import sympy
 import torch
 
-from .._torch_internals import OpOverload, assumed, bound_value, check_value, evaluate_expression
+from .._torch_internals import (
+    OpOverload,
+    assumed,
+    bound_value,
+    check_value,
+    evaluate_expression,
+)
 from ..trace.write_watch import aliases
-from .align import Extend, Region, Run, align
+from .align import Extend, Region, Run, Unjoinable, align
 from .decide import ITEM_OPS, Decision, Site
 
 __all__ = ["DataLoop", "Joiner", "Overlap", "interpreted"]

@@ -388,10 +388,18 @@ class LoopsOverTheData(nn.Module):
         return x
 
 
+class WhileAValueSays(nn.Module):
+    def forward(self, x):
+        while x.abs().max() > 1:  # line-marker: while
+            x = x / 2
+        return x
+
+
 @pytest.mark.parametrize(
     "model, marker, match",
     [
         (StopsWhenTheDataSays, "break", "loops as many times as the data says"),
+        (WhileAValueSays, "while", "loops as many times as the data says"),
         (LoopsOverTheData, "rows", "needs the value of a tensor"),
     ],
 )
