@@ -29,30 +29,15 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
 
 import attrs
 import timm
 import torch
+from zoo_models import Built, NotBuilt
 
 BATCH = 2
 CAP = 60_000_000
 """The most parameters a model may have to be in the zoo (``pretrained=False``)."""
-
-
-class NotBuilt(Exception):
-    """The model could not be built or run eagerly on its inputs; the message says why."""
-
-
-@attrs.frozen
-class Built:
-    """A model ready to export, and the keyword inputs the eager model accepts."""
-
-    model: torch.nn.Module
-    kwargs: dict[str, Any]
-    output: Any = None
-    """The eager model's output on ``kwargs``."""
-    note: str = ""
 
 
 @attrs.frozen

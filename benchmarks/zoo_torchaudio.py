@@ -19,27 +19,13 @@ from typing import Any, Callable
 import attrs
 import torch
 from torchaudio import models
+from zoo_models import Built, NotBuilt
 
 BATCH = 2
 SOURCES = ["bass", "drums", "other", "vocals"]
 """The stems HDemucs separates music into (its pretrained bundles' sources)."""
 
 Inputs = Callable[[torch.Generator], dict[str, Any]]
-
-
-class NotBuilt(Exception):
-    """The model could not be built or run eagerly on its inputs; the message says why."""
-
-
-@attrs.frozen
-class Built:
-    """A model ready to export, and the keyword inputs the eager model accepts."""
-
-    model: torch.nn.Module
-    kwargs: dict[str, Any]
-    output: Any = None
-    """The eager model's output on ``kwargs``."""
-    note: str = ""
 
 
 @attrs.frozen

@@ -20,27 +20,12 @@ import inspect
 import typing
 from typing import Any
 
-import attrs
 import torch
 from torchvision import models
+from zoo_models import Built, NotBuilt
 
 BATCH = 2
 """Images per example: a batch dimension, or the length of a detector's list of images."""
-
-
-class NotBuilt(Exception):
-    """The model could not be built or run eagerly on its inputs; the message says why."""
-
-
-@attrs.frozen
-class Built:
-    """A model ready to export, and the keyword inputs the eager model accepts."""
-
-    model: torch.nn.Module
-    kwargs: dict[str, Any]
-    output: Any = None
-    """The eager model's output on ``kwargs``."""
-    note: str = ""
 
 
 # What a model takes, by the subpackage its builder is registered in.
