@@ -47,7 +47,10 @@ def assert_exportable(
     Verification compares outputs on the example inputs and on ``fresh_runs`` fresh draws
     of the same shapes and value ranges. Raises ``AssertionError`` with the reason
     (category, user source line, hint) when the model does not export or does not match.
+    The failure is reported on its own, without the trace's internal frames; the
+    ``ExportError`` behind it is kept as the assertion's ``export_error`` attribute.
     """
+    __tracebackhide__ = True  # pytest shows the test's line, not this helper's
     if isinstance(model, str):
         report = run_export(
             ExportSettings(
@@ -62,7 +65,7 @@ def assert_exportable(
             )
         )
         if not report.ok:
-            raise _not_exportable(model, report.error)
+            raise _not_exportable(model, report.error) from None
         return report.program
 
     args = () if args is None else args
@@ -75,5 +78,9 @@ def assert_exportable(
             runs += [(f"fresh #{i}", *redraw_like((args, kwargs), i)) for i in range(1, fresh_runs + 1)]
             require_match(compare_with_eager(model, program, runs, rtol=rtol, atol=atol), rtol=rtol, atol=atol)
     except ExportError as e:
-        raise _not_exportable(name, ErrorInfo.from_exception(e)) from e
+        failure = _not_exportable(name, ErrorInfo.from_exception(e))
+        failure.export_error = e
+        # the message holds the category, the model's line and the hint; torch's frames
+        # and the chain behind it would bury them, so they are left out of the report
+        raise failure from None
     return program

@@ -37,6 +37,41 @@ def test_unexportable_model_fails_with_category_and_hint():
         assert_exportable(Branchy(), (torch.randn(3),))
 
 
+def test_a_failure_is_reported_without_the_trace_frames_behind_it():
+    with pytest.raises(AssertionError) as failure:
+        assert_exportable(Branchy(), (torch.randn(3),))
+    assert failure.value.__cause__ is None and failure.value.__suppress_context__
+    assert type(failure.value.export_error).__name__ == "TraceError"
+    assert "x.gt(0).sum()" in str(failure.value.export_error)
+
+
+pytest_plugins = ["pytester"]
+
+
+def test_pytest_shows_the_test_line_and_the_reason_only(pytester):
+    pytester.makepyfile(
+        test_one="""
+        import torch
+        from exporter.testing import assert_exportable
+
+        class Loop(torch.nn.Module):
+            def forward(self, x):
+                for _ in range(x.gt(0).sum()):
+                    x = x * 0.5
+                return x
+
+        def test_it():
+            assert_exportable(Loop(), (torch.randn(3),))
+        """
+    )
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "Loop is not exportable [data-dependent control flow]" in text
+    assert "test_one.py:11: AssertionError" in text and "test_one.py:6" in text
+    assert "sym_node.py" not in text and "in evaluate_expr" not in text and "direct cause" not in text
+
+
 def test_program_that_differs_from_eager_fails_with_the_error_per_output():
     with pytest.raises(AssertionError, match=r"(?s)Noisy is not exportable \[verification\]: program and eager differ.*example output: max abs error"):
         assert_exportable(Noisy(), (torch.randn(64),))
