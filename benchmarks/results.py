@@ -61,6 +61,7 @@ TIME_RATIO_DOC = "../benchmarks.md#the-time-ratio"
 # The module that renders each kind's page from its JSON, by name prefix: its
 # ``render(data) -> (markdown, data)`` returns the page body and the data to keep.
 RENDERERS = {
+    "export-time-first": "bench_first",
     "export-time": "bench_export",
     "zoo": "zoo",
     "parity": "tests.parity.run",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -65,28 +66,33 @@ placeholders): which kernel scaled_dot_product_attention runs depends on whether
 requires grad, and the trace cannot know the grad mode the program will run in."""
 
 
-def _lowered_layouts(node: torch.fx.Node) -> list[tuple[int, ...]]:
+def _lowered_layouts(node: torch.fx.Node) -> Iterator[tuple[int, ...]]:
     """Layouts a lowering may give the output of ``node``, a composite kept whole, other
-    than the traced one: the one torch's default decompositions give it, and dense in dim
-    order, as the ordinary ops of another decomposition return it.  A lowering that keeps
+    than the traced one: dense in dim order, as the ordinary ops of another decomposition
+    return it, then the one torch's default decompositions give it.  A lowering that keeps
     the op in one pass and decomposes it in the next (ExecuTorch with a partitioner)
-    decides its views on the first layout and runs them on the second."""
+    decides its views on the first layout and runs them on the second.  The layouts come
+    one at a time, the costly last: tracing the decomposition is only paid for when every
+    layout before it runs."""
     val = node.meta.get("val")
     if node.op != "call_function" or not isinstance(node.target, OpOverload) or not isinstance(val, torch.Tensor):
-        return []
+        return
     if not has_composite_kernel(node.target):
-        return []
+        return
     try:
         shape = tuple(_hint(s) for s in val.shape)
         traced = tuple(_hint(s) for s in val.stride())
     except Exception:  # noqa: BLE001 - a size with no value to stand in: its layout is not followed
-        return []
+        return
     dense = _dense_strides(shape, list(range(len(shape))))
     if traced == dense:
-        return []  # the layout ordinary ops give: decompositions give it too
+        return  # the layout ordinary ops give: decompositions give it too
+    yield dense
     mode = FakeTensorMode()
     args, kwargs = pytree.tree_map_only(torch.fx.Node, lambda n: _example_like(n.meta.get("val"), mode), (node.args, node.kwargs))
-    return sorted(layout for layout in {dense, _decomposed_layout(node.target, args, kwargs)} if layout not in (None, traced))
+    decomposed = _decomposed_layout(node.target, args, kwargs)
+    if decomposed not in (None, traced, dense):
+        yield decomposed
 
 
 def _example_like(val: Any, mode: FakeTensorMode) -> Any:
@@ -275,10 +281,11 @@ def pin_variable_layouts(state: ExportState) -> bool:
     parameters = {n for n, spec in zip(placeholders, state.input_specs) if spec.kind == InputKind.PARAMETER}
     changed = False
     for node in [n for n in state.gm.graph.nodes if n.op == "call_function"]:
-        others = possible_layouts(node, parameters) + _lowered_layouts(node)
-        traced = tuple(_hint(s) for s in node.meta["val"].stride()) if others else None
-        others = [layout for layout in others if layout != traced]
-        if others and not all(_runs_with(node, layout) for layout in others):
-            _pin(state, node)
-            changed = True
+        traced = None
+        for layout in itertools.chain(possible_layouts(node, parameters), _lowered_layouts(node)):
+            traced = traced or tuple(_hint(s) for s in node.meta["val"].stride())
+            if layout != traced and not _runs_with(node, layout):
+                _pin(state, node)
+                changed = True
+                break  # one layout the program cannot run is enough: the later ones are not made
     return changed
