@@ -200,6 +200,8 @@ class Row:
         if not self.built:
             return "not built"
         ok = {tool: result.ok for tool, result in self.results.items()}
+        if not ok:
+            return "built"  # a build-only run (--tool none)
         if len(ok) == 1:
             ((tool, good),) = ok.items()
             return f"{TOOL_TITLES[tool]} {'ok' if good else 'fails'}"
@@ -480,7 +482,7 @@ def _child(model_type: str, tasks: list[tuple[str, str]], settings: Settings, co
     for class_name, tool in tasks:
         if class_name not in models:
             models[class_name] = _build(model_type, class_name, conn, settings.family)
-        if models[class_name] is not None:
+        if models[class_name] is not None and tool is not None:
             result = run_tool(tool, models[class_name], settings.exporter_kwargs, settings.dynamic)
             conn.send(("result", class_name, tool, attrs.asdict(result)))
     conn.send(("done",))
@@ -590,6 +592,8 @@ def _drain(job: _Job) -> bool:
             job.rows[class_name].built = True
             for key, value in info.items():
                 setattr(job.rows[class_name], key, value)
+            if (class_name, None) in job.tasks:  # a build-only run: the build was the task
+                job.tasks.remove((class_name, None))
         elif kind == "result":
             class_name, tool, result = payload
             job.rows[class_name].results[tool] = ToolResult(**result)
@@ -637,7 +641,7 @@ def run_zoo(rows: list[Row], settings: Settings, on_row: Callable[[Row], None] =
         else:
             on_row(row)
     pending = collections.deque(
-        (type_rows, [(name, tool) for name in type_rows for tool in settings.tools])
+        (type_rows, [(name, tool) for name in type_rows for tool in settings.tools or (None,)])
         for type_rows in by_type.values()
     )
     running: list[_Job] = []
@@ -920,7 +924,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              f"{', '.join(FAMILIES['diffusers'][1])}")
     parser.add_argument("--classes", choices=("head+base", "first"), default="head+base",
                         help="head+base: the most servable head and the base model; first: the head only")
-    parser.add_argument("--tool", choices=("exporter", "torch", "both"), default="both")
+    parser.add_argument("--tool", choices=("exporter", "torch", "both", "none"), default="both",
+                        help="none: only build each model and run it eagerly, to count what the zoo builds")
     parser.add_argument("--timeout", type=float, default=180.0,
                         help="seconds a build or one tool's export of one model may take (default 180)")
     parser.add_argument("--jobs", "-j", type=int, default=1, help="models run in parallel (default 1)")
@@ -968,10 +973,11 @@ def results_name(args: argparse.Namespace) -> str:
     ``-subset``, ``-dynamic`` and ``-training`` as the options ask."""
     kwargs = dict(args.exporter_kwargs)
     training = kwargs.pop("ir", None) == "training"
-    subset = bool(args.only or args.exclude or getattr(args, "limit", None) or kwargs or args.tool != "both")
+    subset = bool(args.only or args.exclude or getattr(args, "limit", None) or kwargs
+                  or args.tool not in ("both", "none"))
     family = getattr(args, "family", "transformers")
-    flags = ((family, family != "transformers"), ("fast", args.fast), ("subset", subset), ("dynamic", args.dynamic),
-             ("training", training))
+    flags = ((family, family != "transformers"), ("builds", args.tool == "none"), ("fast", args.fast),
+             ("subset", subset), ("dynamic", args.dynamic), ("training", training))
     return "-".join(["zoo", *(flag for flag, on in flags if on), results.release_suffix()])
 
 
@@ -979,7 +985,8 @@ def results_title(args: argparse.Namespace) -> str:
     """The results page's title: the zoo, its variant and the torch release."""
     parts = results_name(args).split("-")
     family = getattr(args, "family", "transformers")
-    variant = [word for word, on in ((family, family != "transformers"), ("fast set", "fast" in parts),
+    variant = [word for word, on in ((family, family != "transformers"), ("builds only", "builds" in parts),
+                                     ("fast set", "fast" in parts),
                                      ("subset", "subset" in parts),
                                      ("dynamic shapes", "dynamic" in parts), ("training IR", "training" in parts)) if on]
     return f"Model zoo{' (' + ', '.join(variant) + ')' if variant else ''}, torch {results.torch_release()}"
@@ -991,7 +998,7 @@ def main(argv: list[str] | None = None) -> int:
     results.require_clean(args)
     types = selected_types(args)
     settings = Settings(
-        tools=TOOLS if args.tool == "both" else (args.tool,),
+        tools={"both": TOOLS, "none": ()}.get(args.tool, (args.tool,)),
         timeout=args.timeout,
         jobs=max(1, args.jobs),
         classes="first" if args.fast else args.classes,
