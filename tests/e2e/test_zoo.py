@@ -104,6 +104,17 @@ def test_a_build_over_its_time_is_not_built(zoo, monkeypatch):
 
 
 @pytest.mark.slow
+def test_a_build_only_run_builds_and_exports_nothing(zoo):
+    rows = run(zoo, ["bert", "gpt2"], classes="first", tools=(), warm_up=False, timeout=120)
+    assert [(row.model_type, row.verdict, row.results) for row in rows] == [("bert", "built", {}), ("gpt2", "built", {})]
+    assert all(row.inputs and row.parameters for row in rows)
+    summary = zoo.summarize(rows)
+    assert summary["counts"]["built"] == 2 and summary["counts"]["both ok"] == 0
+    args = zoo.parse_args(["--tool", "none", "--classes", "first"])
+    assert zoo.results_name(args).startswith("zoo-builds-torch-") and "builds only" in zoo.results_title(args)
+
+
+@pytest.mark.slow
 def test_a_tool_that_hangs_or_crashes_is_charged_and_the_other_still_runs(zoo, monkeypatch):
     # The children are forked, so they run these stand-ins.
     monkeypatch.setitem(zoo.EXPORTERS, "exporter", lambda *args: time.sleep(60))
