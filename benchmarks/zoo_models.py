@@ -1454,6 +1454,29 @@ RECIPES: dict[str, Recipe] = {
 }
 
 
+def _is_id_name(name: str) -> bool:
+    return name.endswith(("_ids", "ids", "codes", "code", "tokens"))
+
+
+def _feature_sets(h: Inputs, main: str) -> list[tuple[dict[str, Any], str]]:
+    """A part fed by another part (a detector's encoder, a mask decoder, an adapter, a
+    codec's decoder): its main input and every other required one no recipe knows, as
+    token ids where the name says ids or codes, else as float features of the config's
+    width, laid out as a sequence, a feature map, or one vector per example."""
+    width = h.width()
+    names = [main, *(name for name in _required(h.params) if name != main)]
+    layouts = (
+        ("a sequence", lambda: h.randn(BATCH, SEQ, width)),
+        ("a feature map", lambda: h.randn(BATCH, width, 8, 8)),
+        ("a vector each", lambda: h.randn(BATCH, width)),
+    )
+    sets = []
+    for label, features in layouts:
+        inputs = {name: h.ids() if _is_id_name(name) else features() for name in names}
+        sets.append((inputs, f"{', '.join(names)} as {label} of width {width}"))
+    return sets
+
+
 def _input_sets(model: torch.nn.Module, config: Any, gen: torch.Generator,
                 model_type: str = "") -> list[tuple[dict[str, Any], str]]:
     """Candidate keyword inputs, most natural first, each with a note for the report."""
@@ -1463,7 +1486,7 @@ def _input_sets(model: torch.nn.Module, config: Any, gen: torch.Generator,
     sets = _recipe(h, model_type)
     sets += _generic_sets(h, main)
     if not sets:
-        raise NotBuilt(f"inputs unknown: main input {main!r} is not text, image or audio")
+        sets = _feature_sets(h, main)
     completed = []
     for inputs, note in sets:
         fuller = {k: v for k, v in inputs.items() if k in params}
