@@ -110,13 +110,30 @@ def _relative(arg: str) -> str:
     return arg
 
 
+OUTPUT_OPTIONS = ("--results-dir", "--logs", "--json", "--markdown")
+"""Options that say where a script writes, not what it measures: left out of the command a
+stamp records, which is the one to type at the repository root to make the numbers again."""
+
+
+def _without_outputs(args: list[str]) -> list[str]:
+    kept, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in OUTPUT_OPTIONS:
+            skip = True
+        elif not arg.startswith(tuple(f"{option}=" for option in OUTPUT_OPTIONS)):
+            kept.append(arg)
+    return kept
+
+
 def command(argv: list[str] | None = None) -> str:
     """The command that ran, as one would type it at the repository root:
-    ``python benchmarks/bench_export.py --modes static``."""
+    ``python benchmarks/bench_export.py --modes static`` (``OUTPUT_OPTIONS`` left out)."""
     argv = list(sys.argv if argv is None else argv)
     if not argv or argv[0] in ("", "-c"):
         return "python " + shlex.join(argv)
-    return "python " + shlex.join([_relative(argv[0]), *(_relative(a) for a in argv[1:])])
+    return "python " + shlex.join([_relative(argv[0]), *(_relative(a) for a in _without_outputs(argv[1:]))])
 
 
 class DirtyTree(RuntimeError):
@@ -470,7 +487,7 @@ ZOO_OUTCOMES = (("both ok", "both ok"), ("only exporter ok", "only exporter"),
 def zoo_headline(results: dict[str, dict[str, Any]], directory: Path) -> list[str]:
     """Each whole zoo run's outcome counts and its time ratio (fast and subset runs left out)."""
     rows = []
-    names = _headline_files(results, "Model zoo", ("fast", "subset"))
+    names = _headline_files(results, "Model zoo", ("fast", "subset", "builds"))
     family = lambda name: ((results[name].get("data") or {}).get("settings") or {}).get("family", "transformers")
     for name in sorted(names, key=lambda name: (release_key(_release(results[name])), family(name) != "transformers")):
         data = results[name].get("data") or {}
@@ -487,8 +504,15 @@ def zoo_headline(results: dict[str, dict[str, Any]], directory: Path) -> list[st
     if not rows:
         return []
     header = ["zoo", "models", *[title for _, title in ZOO_OUTCOMES], f"{TIME_RATIO}, geometric mean", "made by"]
-    return ["Model zoos: every model exported by both tools, each program run against eager; the time",
-            "ratio is over the models both export:", "", markdown_table(header, rows, last_left=True), ""]
+    lines = ["Model zoos: every model exported by both tools, each program run against eager; the time",
+             "ratio is over the models both export:", "", markdown_table(header, rows, last_left=True), ""]
+    for name in (n for n in results if kind_of(n) == "Model zoo" and "builds" in n.split("-")):
+        summary = (results[name].get("data") or {}).get("summary") or {}
+        built = (summary.get("counts") or {}).get("built", 0)
+        lines += [f"What the zoo builds, torch {_release(results[name])}: [{built} of {summary.get('rows', '-')} "
+                  f"model types]({_page(name, directory)}) built and run eagerly "
+                  f"(`{results[name]['stamp'].get('command')}`).", ""]
+    return lines
 
 
 PARITY_COLUMNS = (("cases", "cases"), ("oracle_ok", "torch.export exports"), ("match", "exporter matches"),

@@ -71,6 +71,12 @@ def test_a_release_names_its_results(results):
         """python benchmarks/zoo.py --exporter-kwargs '{"ir": "training"}'"""
 
 
+def test_the_recorded_command_leaves_out_where_the_files_went(results):
+    argv = ["benchmarks/zoo.py", "--family", "torchvision", "--results-dir", "/elsewhere/results",
+            "--logs", "/tmp/logs", "--json=/tmp/out.json", "--markdown", "out.md", "--jobs", "2"]
+    assert results.command(argv) == "python benchmarks/zoo.py --family torchvision --jobs 2"
+
+
 def test_write_makes_a_stamped_page_and_stamped_json(results, tmp_path):
     argv = [str(BENCHMARKS / "bench_cold.py"), "--quick"]
     md_path, json_path = results.write("cold-start-torch-2.15", markdown="| a | b |\n|---|---:|\n| x | 1.25 |\n",
