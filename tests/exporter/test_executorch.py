@@ -160,3 +160,31 @@ def test_the_command_line_writes_verifies_and_tables_the_file(tmp_path):
     (pte,) = [a for a in json.loads((tmp_path / "r.json").read_text())["artifacts"] if a["kind"] == "executorch"]
     assert pte["verification"]["passed"] and set(pte["verification"]["max_abs_error"]) == {"example", "fresh", "sizes"}
     assert pte["lowering"][0]["delegated"] > 0 and (tmp_path / "tt.pte").stat().st_size == pte["bytes"]
+
+
+class Gate(torch.nn.Module):
+    """A branch on a value: the program holds a torch.cond that ExecuTorch must run."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.lin(x)
+        if h.mean() > 0:
+            return torch.relu(h) * 2
+        return h - 1
+
+
+@pytest.mark.parametrize("backend", ["xnnpack", "portable"])
+def test_a_captured_branch_runs_each_side_as_eager(tmp_path, backend):
+    torch.manual_seed(0)
+    model = Gate().eval()
+    x = torch.randn(4, 8)
+    ep = exporter.export(model, (x,))
+    assert any(n.target is torch.ops.higher_order.cond for n in ep.graph.nodes)
+    written = exporter.to_executorch(ep, tmp_path / "gate.pte", backend=backend)
+    sides = [torch.full((4, 8), 3.0), torch.full((4, 8), -3.0)]
+    assert {bool(model.lin(s).mean() > 0) for s in sides} == {True, False}
+    runs = [("example", (x,), {})] + [(f"side {i}", (s,), {}) for i, s in enumerate(sides)]
+    _assert_matches_eager(model, ep, written.path, runs)
