@@ -12,7 +12,15 @@ from torch.export import default_decompositions
 from torch.export.graph_signature import InputKind
 
 from exporter._state import ExportState
-from exporter._torch_internals import FakeTensorMode, OpOverload, has_composite_kernel, is_number_bound, make_fx
+from exporter._torch_internals import (
+    FakeTensorMode,
+    OpOverload,
+    TorchDispatchMode,
+    has_composite_kernel,
+    has_table_decomposition,
+    is_number_bound,
+    make_fx,
+)
 
 __all__ = ["layout_pin_nodes", "pin_variable_layouts", "possible_layouts"]
 
@@ -88,9 +96,11 @@ def _lowered_layouts(node: torch.fx.Node) -> Iterator[tuple[int, ...]]:
     if traced == dense:
         return  # the layout ordinary ops give: decompositions give it too
     yield dense
+    if not _may_refuse_a_layout(node):
+        return  # nothing after it reinterprets strides: no layout can make a later op fail
     mode = FakeTensorMode()
     args, kwargs = pytree.tree_map_only(torch.fx.Node, lambda n: _example_like(n.meta.get("val"), mode), (node.args, node.kwargs))
-    decomposed = _decomposed_layout(node.target, args, kwargs)
+    decomposed = _decomposed_layout(node.target, args, kwargs, mode)
     if decomposed not in (None, traced, dense):
         yield decomposed
 
@@ -104,31 +114,68 @@ def _example_like(val: Any, mode: FakeTensorMode) -> Any:
         return torch.empty_strided(shape, tuple(_hint(s) for s in val.stride()), dtype=val.dtype, device=val.device)
 
 
-def _decomposed_layout(op: OpOverload, args: Any, kwargs: Any) -> tuple[int, ...] | None:
-    """The strides of ``op``'s output once torch's default decompositions replace it."""
+class _OpsCalled(TorchDispatchMode):
+    """Records the ops a computation dispatches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: set[Any] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.add(func)
+        return func(*args, **(kwargs or {}))
+
+
+def _expanded_layout(op: OpOverload, args: Any, kwargs: Any, mode: FakeTensorMode) -> tuple[tuple[int, ...], bool] | None:
+    """The strides of ``op``'s output as its composite kernel computes it, and whether that
+    kernel reached an op torch's decomposition tables replace (only then can a lowering
+    give the output another layout); None when the kernel does not run here."""
+    called = _OpsCalled()
+    try:
+        with mode, called:
+            out = op.decompose(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - the decomposition is then traced, which says more
+        return None
+    out = out[0] if isinstance(out, (list, tuple)) else out
+    if not isinstance(out, torch.Tensor):
+        return None
+    return tuple(int(s) for s in out.stride()), any(has_table_decomposition(f) for f in called.ops)
+
+
+def _decomposed_layout(op: OpOverload, args: Any, kwargs: Any, mode: FakeTensorMode) -> tuple[int, ...] | None:
+    """The strides of ``op``'s output once torch's default decompositions replace it.
+
+    Where the composite's kernel reaches no op that a decomposition table replaces
+    (``conv2d`` is ``convolution``), its own layout is the lowered one; only otherwise is
+    the decomposition traced with torch's default table."""
     key = repr(
         (op, pytree.tree_map_only(torch.Tensor, lambda t: (t.shape, t.stride(), t.dtype, t.device), (args, kwargs)))
     )
-    if key not in _DECOMPOSED_LAYOUTS:
-        leaves, spec = pytree.tree_flatten((args, kwargs))
-        tensors = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    if key in _DECOMPOSED_LAYOUTS:
+        return _DECOMPOSED_LAYOUTS[key]
+    expanded = _expanded_layout(op, args, kwargs, mode)
+    if expanded is not None and not expanded[1] and not has_table_decomposition(op):
+        _DECOMPOSED_LAYOUTS[key] = expanded[0]
+        return expanded[0]
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    tensors = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
 
-        def call(*values: torch.Tensor) -> Any:
-            filled = list(leaves)
-            for i, value in zip(tensors, values):
-                filled[i] = value
-            a, k = pytree.tree_unflatten(filled, spec)
-            return op(*a, **k)
+    def call(*values: torch.Tensor) -> Any:
+        filled = list(leaves)
+        for i, value in zip(tensors, values):
+            filled[i] = value
+        a, k = pytree.tree_unflatten(filled, spec)
+        return op(*a, **k)
 
-        try:
-            gm = make_fx(call, decomposition_table=default_decompositions(), tracing_mode="fake")(
-                *(leaves[i] for i in tensors)
-            )
-            out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
-            out = out[0] if isinstance(out, (list, tuple)) else out
-            _DECOMPOSED_LAYOUTS[key] = tuple(int(s) for s in out.meta["val"].stride())
-        except Exception:  # noqa: BLE001 - an op torch cannot decompose here keeps its traced layout
-            _DECOMPOSED_LAYOUTS[key] = None
+    try:
+        gm = make_fx(call, decomposition_table=default_decompositions(), tracing_mode="fake")(
+            *(leaves[i] for i in tensors)
+        )
+        out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+        out = out[0] if isinstance(out, (list, tuple)) else out
+        _DECOMPOSED_LAYOUTS[key] = tuple(int(s) for s in out.meta["val"].stride())
+    except Exception:  # noqa: BLE001 - an op torch cannot decompose here keeps its traced layout
+        _DECOMPOSED_LAYOUTS[key] = None
     return _DECOMPOSED_LAYOUTS[key]
 
 
@@ -175,6 +222,31 @@ def _meta_like(val: Any, strides: tuple[int, ...] | None = None) -> Any:
     shape = tuple(_hint(s) for s in val.shape)
     stride = strides if strides is not None else tuple(_hint(s) for s in val.stride())
     return torch.empty_strided(shape, stride, dtype=val.dtype, device="meta")
+
+
+_STRIDE_VIEWS = frozenset({
+    torch.ops.aten.view.default,
+    torch.ops.aten.view.dtype,
+    torch.ops.aten._unsafe_view.default,
+})
+"""The ops that read their input's strides to make their output and refuse the ones they
+cannot reinterpret; every other op runs on any layout (its output's layout may follow)."""
+
+
+def _may_refuse_a_layout(node: torch.fx.Node) -> bool:
+    """Whether an op after ``node``, within the ops ``_runs_with`` follows, is one that
+    refuses layouts (``_STRIDE_VIEWS``); past that many ops, assume one may."""
+    seen: set[torch.fx.Node] = set()
+    queue = list(node.users)
+    while queue:
+        user = queue.pop()
+        if user in seen or user.op != "call_function":
+            continue
+        if user.target in _STRIDE_VIEWS or len(seen) >= _FOLLOW_LIMIT:
+            return True
+        seen.add(user)
+        queue.extend(user.users)
+    return False
 
 
 def _runs_with(node: torch.fx.Node, strides: tuple[int, ...]) -> bool:

@@ -38,6 +38,7 @@ __all__ = [
     "has_composite_kernel",
     "has_effects",
     "has_fake_kernel",
+    "has_table_decomposition",
     "higher_order_name",
     "HigherOrderOperator",
     "is_builtin_op",
@@ -81,6 +82,14 @@ def composite_registrations() -> tuple[str, ...]:
 
 def has_composite_kernel(op: OpOverload) -> bool:
     return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), COMPOSITE_KEY)
+
+
+def has_table_decomposition(op: Any) -> bool:
+    """Whether torch registers a Python decomposition for ``op`` (every table a lowering
+    builds, ``run_decompositions``' default one included, takes its entries from these)."""
+    import torch._decomp
+
+    return op in torch._decomp.decomposition_table
 
 
 def _autocast_keys() -> tuple[tuple[Any, str], ...]:
