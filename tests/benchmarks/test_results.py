@@ -72,8 +72,8 @@ def test_a_release_names_its_results(results):
 
 
 def test_the_recorded_command_leaves_out_where_the_files_went(results):
-    argv = ["benchmarks/zoo.py", "--family", "torchvision", "--results-dir", "/elsewhere/results",
-            "--logs", "/tmp/logs", "--json=/tmp/out.json", "--markdown", "out.md", "--jobs", "2"]
+    argv = ["benchmarks/zoo.py", "--family", "torchvision", "--results-dir", "other/results",
+            "--logs", "zoo-logs", "--json=out.json", "--markdown", "out.md", "--jobs", "2"]
     assert results.command(argv) == "python benchmarks/zoo.py --family torchvision --jobs 2"
 
 
