@@ -84,6 +84,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import attrs  # noqa: E402
 import torch  # noqa: E402
 from torch.utils._pytree import tree_leaves  # noqa: E402
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
 # zoo_models sits beside this file, which is run as a script (not as a package).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -418,6 +419,9 @@ def run_tool(tool: str, built: zoo_models.Built, exporter_kwargs: dict[str, Any]
     ``dynamic``, also on fresh inputs of other sizes)."""
     extra = exporter_kwargs if tool == "exporter" else {"ir": exporter_kwargs.get("ir", "inference")}
     shapes = dynamic_inputs(built.kwargs) if dynamic else None
+    # torch's fake-tensor cache is process-wide: the tool run first would fill it for the
+    # second, which then skips the fake propagation the first paid for.
+    FakeTensorMode.cache_clear()
     gc.collect()
     start = time.perf_counter()
     try:
