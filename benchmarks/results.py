@@ -537,9 +537,38 @@ def parity_headline(results: dict[str, dict[str, Any]], directory: Path) -> list
             markdown_table(header, rows, last_left=True), ""]
 
 
+def first_export_headline(results: dict[str, dict[str, Any]], directory: Path) -> list[str]:
+    """Per torch release, the newest whole first-export run (``bench_first.py``): the first
+    export's time ratio and the second's, median and max over the models."""
+    newest: dict[str, str] = {}
+    for name in results:
+        if name.startswith("export-time-first-") and "subset" not in name.split("-"):
+            release = _release(results[name])
+            if release not in newest or results[name]["stamp"].get("date", "") >= \
+                    results[newest[release]]["stamp"].get("date", ""):
+                newest[release] = name
+    rows = []
+    for release in sorted(newest, key=release_key):
+        name = newest[release]
+        data_rows = (results[name].get("data") or {}).get("rows") or []
+        first = [r["first_ratio"] for r in data_rows if isinstance(r.get("first_ratio"), (int, float))]
+        warm = [r["warm_ratio"] for r in data_rows if isinstance(r.get("warm_ratio"), (int, float))]
+        if first and warm:
+            rows.append([f"torch {release}", f"[{statistics.median(first):.2f}]({_page(name, directory)})",
+                         f"{max(first):.2f}", f"{statistics.median(warm):.2f}", f"{max(warm):.2f}",
+                         f"`{results[name]['stamp'].get('command')}`"])
+    if not rows:
+        return []
+    table = markdown_table([TIME_RATIO, "first export: median", "max", "second export: median", "max", "made by"],
+                           rows, last_left=True)
+    return ["The first export in a fresh process, the one a user meets, and the second in the same",
+            "process, each side by side with torch.export's:", "", table, ""]
+
+
 def headline(results: dict[str, dict[str, Any]], directory: Path) -> list[str]:
     """The headline figures, each linking to its page, with the command that made it."""
-    sections = [part(results, directory) for part in (export_headline, zoo_headline, parity_headline)]
+    sections = [part(results, directory)
+                for part in (export_headline, first_export_headline, zoo_headline, parity_headline)]
     body = [line for section in sections for line in section]
     return ["## Headline", "", *body] if body else []
 

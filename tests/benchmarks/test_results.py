@@ -208,6 +208,10 @@ def _synthetic(directory: pathlib.Path) -> None:
         "export-time-static-quick-torch-2.15": (_stamp("2.15", "2030-01-05T03:04:05+00:00"),
                                                 {"quick": True, "rows": _export_rows(4.0)}),
         "zoo-torch-2.15": (_stamp("2.15", "2030-01-04T03:04:05+00:00"), zoo),
+        "export-time-first-torch-2.15": ({**_stamp("2.15", "2030-01-04T03:04:05+00:00"),
+                                          "command": "python benchmarks/bench_first.py"},
+                                         {"repeats": 3, "rows": [{"first_ratio": 0.125, "warm_ratio": 0.0625},
+                                                                 {"first_ratio": 0.375, "warm_ratio": 0.0625}]}),
         "zoo-fast-torch-2.15": (_stamp("2.15", "2030-01-04T03:04:05+00:00"), {**zoo, "summary": {"rows": 1}}),
         "parity-torch-2.15": ({**_stamp("2.15", "2030-01-06T03:04:05+00:00"),
                                "command": "python -m tests.parity.run --ir both --results"},
@@ -223,7 +227,7 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)*")
 
 
 def _headline_row(index: str, first_cell: str) -> list[str]:
-    (line,) = [line for line in index.splitlines() if line.startswith(f"| {first_cell} |")]
+    line = next(line for line in index.splitlines() if line.startswith(f"| {first_cell} |"))
     return [cell.strip() for cell in line.strip("|").split(" | ")]
 
 
@@ -245,6 +249,9 @@ def test_the_index_opens_with_headline_figures_from_the_files(results, tmp_path)
     assert _headline_row(index, "[training IR, torch 2.15](parity-torch-2.15.md#training-ir)") == [
         "[training IR, torch 2.15](parity-torch-2.15.md#training-ir)", "9", "8", "5", "3", "0", "0", "1",
         "`python -m tests.parity.run --ir both --results`"]
+    (first_row,) = [line for line in index.splitlines() if "export-time-first-torch-2.15.md" in line and "[0.25]" in line]
+    assert [c.strip() for c in first_row.strip("|").split(" | ")] == [
+        "torch 2.15", "[0.25](export-time-first-torch-2.15.md)", "0.38", "0.06", "0.06", "`python benchmarks/bench_first.py`"]
     assert f"| {results.TIME_RATIO} | static: median | max | dynamic: median | max | made by |" in index
     assert f"| {results.TIME_RATIO}, geometric mean | made by |" in index
     assert "[time ratio](../benchmarks.md#the-time-ratio)" in index
@@ -262,7 +269,8 @@ def test_the_index_lists_every_file_and_no_number_they_do_not_hold(results, tmp_
     assert "def5678-dirty" in index and "2030-01-03T03:04:05+00:00" in index
     stamps = " ".join(json.dumps(json.loads(p.read_text()).get("stamp")) + " " + p.name
                       for p in tmp_path.glob("*.json"))
-    figures = [0.5 * 0.0123 / 0.0345, 0.25 * 0.0123 / 0.0345, ZOO_SUMMARY["time_ratio_geomean"]]
+    figures = [0.5 * 0.0123 / 0.0345, 0.25 * 0.0123 / 0.0345, ZOO_SUMMARY["time_ratio_geomean"],
+               0.25, 0.375, 0.0625]  # the first-export file's medians and maxima
     stated = set(_NUMBER.findall(stamps)) | {f"{x:.2f}" for x in figures} | set(_NUMBER.findall(json.dumps(
         [ZOO_SUMMARY["counts"], ZOO_SUMMARY["rows"], PARITY_SUMMARY])))
     assert set(_NUMBER.findall(index)) <= stated
