@@ -8,7 +8,6 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
-from torch.export import default_decompositions
 from torch.export.graph_signature import InputKind
 
 from exporter._state import ExportState
@@ -17,9 +16,8 @@ from exporter._torch_internals import (
     OpOverload,
     TorchDispatchMode,
     has_composite_kernel,
-    has_table_decomposition,
     is_number_bound,
-    make_fx,
+    table_decomposition,
 )
 
 __all__ = ["layout_pin_nodes", "pin_variable_layouts", "possible_layouts"]
@@ -114,68 +112,37 @@ def _example_like(val: Any, mode: FakeTensorMode) -> Any:
         return torch.empty_strided(shape, tuple(_hint(s) for s in val.stride()), dtype=val.dtype, device=val.device)
 
 
-class _OpsCalled(TorchDispatchMode):
-    """Records the ops a computation dispatches."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: set[Any] = set()
+class _Decomposing(TorchDispatchMode):
+    """Runs each op that torch registers a decomposition for through that decomposition, and
+    the ops it calls in turn, as a lowering's table does; the rest run their own kernels."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.add(func)
+        decomposition = table_decomposition(func)
+        if decomposition is not None:
+            with self:
+                out = decomposition(*args, **(kwargs or {}))
+            if out is not NotImplemented:
+                return out
         return func(*args, **(kwargs or {}))
 
 
-def _expanded_layout(op: OpOverload, args: Any, kwargs: Any, mode: FakeTensorMode) -> tuple[tuple[int, ...], bool] | None:
-    """The strides of ``op``'s output as its composite kernel computes it, and whether that
-    kernel reached an op torch's decomposition tables replace (only then can a lowering
-    give the output another layout); None when the kernel does not run here."""
-    called = _OpsCalled()
-    try:
-        with mode, called:
-            out = op.decompose(*args, **kwargs)
-    except Exception:  # noqa: BLE001 - the decomposition is then traced, which says more
-        return None
-    out = out[0] if isinstance(out, (list, tuple)) else out
-    if not isinstance(out, torch.Tensor):
-        return None
-    return tuple(int(s) for s in out.stride()), any(has_table_decomposition(f) for f in called.ops)
-
-
 def _decomposed_layout(op: OpOverload, args: Any, kwargs: Any, mode: FakeTensorMode) -> tuple[int, ...] | None:
-    """The strides of ``op``'s output once torch's default decompositions replace it.
-
-    Where the composite's kernel reaches no op that a decomposition table replaces
-    (``conv2d`` is ``convolution``), its own layout is the lowered one; only otherwise is
-    the decomposition traced with torch's default table."""
+    """The strides of ``op``'s output once torch's decompositions replace it: its composite
+    kernel (or its own registered decomposition) run on fake tensors, every op it reaches
+    that has a registered decomposition decomposed in turn.  No graph is traced and no table
+    built: only the output's layout is wanted."""
     key = repr(
         (op, pytree.tree_map_only(torch.Tensor, lambda t: (t.shape, t.stride(), t.dtype, t.device), (args, kwargs)))
     )
-    if key in _DECOMPOSED_LAYOUTS:
-        return _DECOMPOSED_LAYOUTS[key]
-    expanded = _expanded_layout(op, args, kwargs, mode)
-    if expanded is not None and not expanded[1] and not has_table_decomposition(op):
-        _DECOMPOSED_LAYOUTS[key] = expanded[0]
-        return expanded[0]
-    leaves, spec = pytree.tree_flatten((args, kwargs))
-    tensors = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
-
-    def call(*values: torch.Tensor) -> Any:
-        filled = list(leaves)
-        for i, value in zip(tensors, values):
-            filled[i] = value
-        a, k = pytree.tree_unflatten(filled, spec)
-        return op(*a, **k)
-
-    try:
-        gm = make_fx(call, decomposition_table=default_decompositions(), tracing_mode="fake")(
-            *(leaves[i] for i in tensors)
-        )
-        out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
-        out = out[0] if isinstance(out, (list, tuple)) else out
-        _DECOMPOSED_LAYOUTS[key] = tuple(int(s) for s in out.meta["val"].stride())
-    except Exception:  # noqa: BLE001 - an op torch cannot decompose here keeps its traced layout
-        _DECOMPOSED_LAYOUTS[key] = None
+    if key not in _DECOMPOSED_LAYOUTS:
+        decomposition = table_decomposition(op)
+        try:
+            with mode, _Decomposing():
+                out = decomposition(*args, **kwargs) if decomposition is not None else op.decompose(*args, **kwargs)
+            out = out[0] if isinstance(out, (list, tuple)) else out
+            _DECOMPOSED_LAYOUTS[key] = tuple(int(s) for s in out.stride()) if isinstance(out, torch.Tensor) else None
+        except Exception:  # noqa: BLE001 - an op torch cannot decompose here keeps its traced layout
+            _DECOMPOSED_LAYOUTS[key] = None
     return _DECOMPOSED_LAYOUTS[key]
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "has_effects",
     "has_fake_kernel",
     "has_table_decomposition",
+    "table_decomposition",
     "higher_order_name",
     "HigherOrderOperator",
     "is_builtin_op",
@@ -87,9 +88,14 @@ def has_composite_kernel(op: OpOverload) -> bool:
 def has_table_decomposition(op: Any) -> bool:
     """Whether torch registers a Python decomposition for ``op`` (every table a lowering
     builds, ``run_decompositions``' default one included, takes its entries from these)."""
+    return table_decomposition(op) is not None
+
+
+def table_decomposition(op: Any) -> Any:
+    """The Python decomposition torch registers for ``op``, or None."""
     import torch._decomp
 
-    return op in torch._decomp.decomposition_table
+    return torch._decomp.decomposition_table.get(op)
 
 
 def _autocast_keys() -> tuple[tuple[Any, str], ...]:
