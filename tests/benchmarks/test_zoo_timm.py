@@ -4,34 +4,20 @@ architecture family first, and zoo.py running the family.  The census of every t
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import pathlib
-import sys
 
 import pytest
 import torch
 
+from tests.benchmarks.scripts import load_script
+
 pytest.importorskip("timm")
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load(name: str):
-    """A benchmarks/ script as a module (they are scripts, not a package)."""
-    if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(BENCHMARKS / f"{name}.py"):
-        return sys.modules[name]
-    sys.path.insert(0, str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def family():
-    return _load("zoo_timm")
+    return load_script("zoo_timm")
 
 
 @pytest.fixture
@@ -104,7 +90,7 @@ def test_a_model_takes_a_batch_of_images_at_its_default_size(family):
 
 
 def test_the_zoo_runs_the_family_limited_to_the_first_types(census):
-    zoo = _load("zoo")
+    zoo = load_script("zoo")
     release = zoo.results.release_suffix()
     args = zoo.parse_args(["--family", "timm", "--limit", "2", "--dynamic"])
     assert zoo.selected_types(args) == ["resnet101", "vit_small_patch16_224"]

@@ -4,35 +4,21 @@ exported here."""
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-import sys
 
 import pytest
 import torch
 
+from tests.benchmarks.scripts import load_script
+
 pytest.importorskip("torchaudio")
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 SMALL = ("conformer", "wav2letter", "wav2letter_mfcc")
 """Model types that build in a moment (the speech encoders take seconds each)."""
 
 
-def _load(name: str):
-    """A benchmarks/ script as a module (they are scripts, not a package)."""
-    if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(BENCHMARKS / f"{name}.py"):
-        return sys.modules[name]
-    sys.path.insert(0, str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def family():
-    return _load("zoo_torchaudio")
+    return load_script("zoo_torchaudio")
 
 
 def test_the_model_types_cover_torchaudios_factories(family):
@@ -72,7 +58,7 @@ def test_inputs_the_eager_model_rejects_are_not_built(family, monkeypatch):
 
 
 def test_the_zoo_runs_the_family():
-    zoo = _load("zoo")
+    zoo = load_script("zoo")
     release = zoo.results.release_suffix()
     args = zoo.parse_args(["--family", "torchaudio", "--dynamic"])
     assert zoo.selected_types(args)[:2] == ["wav2vec2_base", "hubert_base"]

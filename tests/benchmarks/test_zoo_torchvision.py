@@ -4,33 +4,19 @@ family.  Nothing is exported here."""
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-import sys
 
 import pytest
 import torch
 
+from tests.benchmarks.scripts import load_script
+
 pytest.importorskip("torchvision")
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load(name: str):
-    """A benchmarks/ script as a module (they are scripts, not a package)."""
-    if name in sys.modules and getattr(sys.modules[name], "__file__", None) == str(BENCHMARKS / f"{name}.py"):
-        return sys.modules[name]
-    sys.path.insert(0, str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def family():
-    return _load("zoo_torchvision")
+    return load_script("zoo_torchvision")
 
 
 def test_every_builder_is_a_model_type_of_its_kind(family):
@@ -80,7 +66,7 @@ def test_a_model_that_cannot_be_built_says_why(family, monkeypatch):
 
 
 def test_the_zoo_runs_the_family_with_dynamic_batches():
-    zoo = _load("zoo")
+    zoo = load_script("zoo")
     release = zoo.results.release_suffix()
     args = zoo.parse_args(["--family", "torchvision", "--dynamic", "--limit", "3"])
     assert zoo.selected_types(args) == ["alexnet", "convnext_base", "convnext_large"]
