@@ -38,7 +38,6 @@ __all__ = [
     "has_composite_kernel",
     "has_effects",
     "has_fake_kernel",
-    "has_table_decomposition",
     "table_decomposition",
     "higher_order_name",
     "HigherOrderOperator",
@@ -85,14 +84,9 @@ def has_composite_kernel(op: OpOverload) -> bool:
     return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), COMPOSITE_KEY)
 
 
-def has_table_decomposition(op: Any) -> bool:
-    """Whether torch registers a Python decomposition for ``op`` (every table a lowering
-    builds, ``run_decompositions``' default one included, takes its entries from these)."""
-    return table_decomposition(op) is not None
-
-
 def table_decomposition(op: Any) -> Any:
-    """The Python decomposition torch registers for ``op``, or None."""
+    """The Python decomposition torch registers for ``op``, or None (every table a lowering
+    builds, ``run_decompositions``' default one included, takes its entries from these)."""
     import torch._decomp
 
     return torch._decomp.decomposition_table.get(op)
