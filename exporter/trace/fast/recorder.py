@@ -226,7 +226,11 @@ class Recorder(TorchDispatchMode):
             return run(func, args, kwargs)
         layouts = self._memo.get(key, _UNSEEN)
         if layouts is _UNSEEN:
-            out = run(func, args, kwargs)
+            mode.cache_enabled = False
+            try:
+                out = run(func, args, kwargs)
+            finally:
+                mode.cache_enabled = True
             self._memo[key] = self._layouts(func, args, kwargs, out)
             return out
         if layouts is None:
