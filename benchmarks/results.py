@@ -484,6 +484,16 @@ ZOO_OUTCOMES = (("both ok", "both ok"), ("only exporter ok", "only exporter"),
                 ("only torch.export ok", "only torch.export"), ("both fail", "both fail"), ("not built", "not built"))
 
 
+def _zoo_median(data: dict[str, Any]) -> float | None:
+    """The time ratio's median where both ok: from the summary, or from the rows of a run
+    written before summaries gave it."""
+    median = (data.get("summary") or {}).get("time_ratio_median")
+    if median is None:
+        ratios = [row["ratio"] for row in data.get("rows") or [] if row.get("ratio")]
+        median = statistics.median(ratios) if ratios else None
+    return median
+
+
 def zoo_headline(results: dict[str, dict[str, Any]], directory: Path) -> list[str]:
     """Each whole zoo run's outcome counts and its time ratio (fast and subset runs left out)."""
     rows = []
@@ -500,10 +510,11 @@ def zoo_headline(results: dict[str, dict[str, Any]], directory: Path) -> list[st
         label = f"{family(name)}{' (' + ', '.join(variant) + ')' if variant else ''}, torch {_release(results[name])}"
         rows.append([f"[{label}]({_page(name, directory)})", str(summary.get("rows", "-")),
                      *[str(counts.get(outcome, 0)) for outcome, _ in ZOO_OUTCOMES],
-                     _ratio(summary.get("time_ratio_geomean")), f"`{results[name]['stamp'].get('command')}`"])
+                     _ratio(summary.get("time_ratio_geomean")), _ratio(_zoo_median(data)),
+                     f"`{results[name]['stamp'].get('command')}`"])
     if not rows:
         return []
-    header = ["zoo", "models", *[title for _, title in ZOO_OUTCOMES], f"{TIME_RATIO}, geometric mean", "made by"]
+    header = ["zoo", "models", *[title for _, title in ZOO_OUTCOMES], f"{TIME_RATIO}, geometric mean", "median", "made by"]
     lines = ["Model zoos: every model exported by both tools, each program run against eager; the time",
              "ratio is over the models both export:", "", markdown_table(header, rows, last_left=True), ""]
     for name in (n for n in results if kind_of(n) == "Model zoo" and "builds" in n.split("-")):

@@ -233,8 +233,7 @@ def _by_the_recorder(request: _Request) -> _Traced | None:
         raise
     except Exception as why:  # CannotRecord, or an error make_fx's trace will report
         log.debug("tracing with make_fx: %s", why if isinstance(why, CannotRecord) else repr(why))
-    r.watch.graph = None
-    r.watch.written.clear()
+    r.watch.reset()
     return None
 
 
