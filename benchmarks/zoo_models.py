@@ -488,6 +488,7 @@ def shrink(config: dict[str, Any]) -> dict[str, Any]:
             out["qk_head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]
     _fill_unset_sizes(out)
     _fit_derived_sizes(out)
+    _follow_shrunk_channels(config, out)
     _fit_stage_channels(config, out)
     _fit_backbone(out)
     if "use_cache" in out:
@@ -576,6 +577,21 @@ def _fit_derived_sizes(config: dict[str, Any]) -> None:
         config["swa_head_dim"] = config["qk_nope_head_dim"] + config.get("qk_rope_head_dim", 0)
     if isinstance(config.get("upsample_groups"), int) and isinstance(width, int):
         config["upsample_groups"] = min(config["upsample_groups"], width)
+
+
+def _follow_shrunk_channels(original: dict[str, Any], config: dict[str, Any]) -> None:
+    """An input channel count (``post_conv_in_channels``) that the shrinking left as it was
+    but that equals the original of a size that shrank (``output_channels``) takes what is
+    fed to it: that size's new value, in place. Channel sizes are preferred as the source."""
+    shrunk = {key: value for key, value in config.items()
+              if isinstance(value, int) and not isinstance(value, bool) and original.get(key) != value
+              and isinstance(original.get(key), int)}
+    for key, value in list(config.items()):
+        if not key.endswith("in_channels") or not isinstance(value, int) or key in shrunk or original.get(key) != value:
+            continue
+        sources = sorted((k for k in shrunk if original[k] == value), key=lambda k: "channels" not in k)
+        if sources:
+            config[key] = shrunk[sources[0]]
 
 
 def _fill_unset_sizes(config: dict[str, Any]) -> None:

@@ -37,6 +37,15 @@ def test_sizes_that_follow_from_others_are_fitted_to_the_shrunk_ones(zoo):
     assert mla["swa_head_dim"] == mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
 
 
+def test_an_input_channel_count_follows_the_size_that_feeds_it(zoo):
+    vision = zoo.shrink({"hidden_size": 768, "output_channels": 256, "post_conv_in_channels": 256,
+                         "post_conv_mid_channels": 512, "num_channels": 3})
+    assert vision["post_conv_in_channels"] == vision["output_channels"] < 256
+    assert vision["post_conv_mid_channels"] == 512 and vision["num_channels"] == 3
+    unrelated = zoo.shrink({"hidden_size": 768, "in_channels": 3})
+    assert unrelated["in_channels"] == 3
+
+
 def test_a_backbones_stages_and_the_head_on_it_shrink_together(zoo):
     backbone = {"model_type": "hgnet_v2", "hidden_sizes": [256, 512, 1024, 2048], "stem_channels": [3, 32, 48],
                 "stage_in_channels": [48, 128, 512, 1024], "stage_out_channels": [128, 512, 1024, 2048],
