@@ -167,6 +167,9 @@ class ToolResult:
     max_abs_diff: float | None = None
     signature: list[list[Any]] | None = None
     """The program's inputs then outputs: kind, argument name, target, persistence."""
+    how: str | None = None
+    """exporter only: the setting the export took after the default one mismatched eager
+    (``tracing_checks='eager'``), as ``--verify``'s hint says."""
 
     @property
     def ok(self) -> bool:
@@ -174,6 +177,8 @@ class ToolResult:
 
     def describe(self) -> str:
         """One cell of the table: the outcome, then the error type and first line."""
+        if self.ok and self.how:
+            return f"{self.outcome} ({self.how})"
         if self.ok or not self.error:
             return self.outcome
         kind = f"{self.error_type}: " if self.error_type else ""
@@ -417,7 +422,20 @@ EXPORTERS: dict[str, Callable[..., tuple[torch.export.ExportedProgram, float | N
 
 def run_tool(tool: str, built: zoo_models.Built, exporter_kwargs: dict[str, Any], dynamic: bool = False) -> ToolResult:
     """Export with one tool, run the program and compare it with the eager output (with
-    ``dynamic``, also on fresh inputs of other sizes)."""
+    ``dynamic``, also on fresh inputs of other sizes).  An exporter program that differs from
+    eager is exported again with the model's tracing checks answered as eager
+    (``tracing_checks='eager'``), the way out ``--verify`` names where the model takes another
+    path while traced; the result says so."""
+    result = _run_tool(tool, built, exporter_kwargs, dynamic)
+    if tool == "exporter" and result.outcome == "mismatch" and "tracing_checks" not in exporter_kwargs:
+        retried = _run_tool(tool, built, {**exporter_kwargs, "tracing_checks": "eager"}, dynamic)
+        if retried.ok:
+            retried.how = "tracing_checks='eager'"
+            return retried
+    return result
+
+
+def _run_tool(tool: str, built: zoo_models.Built, exporter_kwargs: dict[str, Any], dynamic: bool = False) -> ToolResult:
     extra = exporter_kwargs if tool == "exporter" else {"ir": exporter_kwargs.get("ir", "inference")}
     shapes = dynamic_inputs(built.kwargs) if dynamic else None
     # torch's fake-tensor cache is process-wide: the tool run first would fill it for the

@@ -9,6 +9,9 @@ import attrs
 
 __all__ = ["IR_LEVELS", "ExportOptions"]
 
+TRACING_CHECKS = ("traced", "eager")
+"""How a trace answers a model asking whether it is traced (``ExportOptions.tracing_checks``)."""
+
 IR_LEVELS = ("inference", "training")
 """What ``export(..., ir=...)`` produces: functional post-autograd ATen (torch.export's
 program after ``run_decompositions({})``), or torch.export's pre-dispatch training IR."""
@@ -34,3 +37,6 @@ class ExportOptions:
     ``refuse`` (fail naming the line) or ``draft`` (follow the example, as ``draft=True``)."""
     max_branch_runs: int = 32
     """How many runs of forward branch capture may make (one per decision, and one)."""
+    tracing_checks: str = "traced"
+    """How the trace answers a model asking whether it is traced: ``traced`` (as
+    torch.export) or ``eager`` (``exporter.trace.tracing_checks``)."""

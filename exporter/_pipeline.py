@@ -16,7 +16,7 @@ from torch.export import AdditionalInputs
 from . import passes, verifier
 from ._assumptions import Assumption, AssumptionKind, DraftReport
 from ._dims import DynamicPlan, dim_names
-from ._options import IR_LEVELS, ExportOptions
+from ._options import IR_LEVELS, TRACING_CHECKS, ExportOptions
 from ._errors import Category, ConstraintError, InputSpecError, PassError, TraceError, VerificationError
 from ._program import build_program
 from ._state import ExportState
@@ -32,6 +32,7 @@ from .trace.draft import mark_checked
 from .trace.explain import eager_failure, user_location
 from .trace.fast import FAST_PATHS_ENV, FastPaths
 from .trace.patches import gc_paused
+from .trace.tracing_checks import answered
 
 __all__ = ["ExportResult", "export", "export_timed", "run_passes"]
 
@@ -103,6 +104,7 @@ def export(
     fast_paths: bool | None = None,
     branches: str = "capture",
     max_branch_runs: int = DEFAULT_MAX_RUNS,
+    tracing_checks: str = "traced",
 ) -> torch.export.ExportedProgram:
     """Export ``mod`` on example inputs to a functional ATen ``torch.export.ExportedProgram``.
 
@@ -155,6 +157,13 @@ def export(
             example's side and checks it when the program runs (as ``draft=True``).
         max_branch_runs: how many runs of forward branch capture may make: one, and one more
             for each decision's other side. Past it the export fails naming the line.
+        tracing_checks: how the trace answers the model's libraries asking whether forward
+            is traced (transformers' ``is_tracing()``, ``torch.compiler.is_exporting()``):
+            ``"traced"`` (the default) answers yes, as torch.export does; ``"eager"`` answers
+            as eager does, so the model takes its eager path and the value tests on it are
+            captured as ``torch.cond``. For a model whose traced path computes something
+            else (transformers drops an all-ones sdpa mask in eager only): ``--verify`` names
+            the check when that is why a program differs from eager.
 
     Returns:
         The program, a genuine ``torch.export.ExportedProgram``: ``torch.export.save`` and
@@ -194,6 +203,7 @@ def export(
         fast_paths=fast_paths,
         branches=branches,
         max_branch_runs=max_branch_runs,
+        tracing_checks=tracing_checks,
     )
     return export_timed(mod, args, kwargs, options).program
 
@@ -245,6 +255,11 @@ def export_timed(
         raise InputSpecError(
             f"branches={o.branches!r} is not a way of exporting branches on tensor values",
             hint="pass branches='capture' (both sides as torch.cond, the default), 'refuse' or 'draft'",
+        )
+    if o.tracing_checks not in TRACING_CHECKS:
+        raise InputSpecError(
+            f"tracing_checks={o.tracing_checks!r} is not a way of answering a model that asks whether it is traced",
+            hint="pass tracing_checks='traced' (as torch.export, the default) or 'eager' (the model's eager path)",
         )
     if o.branches == "draft" and not o.draft:
         o = attrs.evolve(o, draft=True)
@@ -320,7 +335,7 @@ def export_timed(
 
 def _trace(model: torch.nn.Module, bound: BoundInputs, plan: Any, options: ExportOptions, fast: FastPaths) -> ExportState:
     try:
-        with recording_calls(model, options.preserve_module_call_signature) as calls:
+        with answered(options.tracing_checks), recording_calls(model, options.preserve_module_call_signature) as calls:
             if options.branches == "capture" and not options.draft:
                 state = capture(
                     model, bound, plan, fast=fast,

@@ -35,8 +35,16 @@ __all__ = ["DataLoop", "Joiner", "Overlap", "interpreted"]
 
 
 class DataLoop(Exception):
-    """A decision is asked again on the other side of itself: the number of times forward goes
-    round a loop (``break``, ``while``) depends on the data."""
+    """A decision's line is asked again inside its own branches more than ``MAX_REPEATS``
+    times: the number of times forward goes round a loop (``break``, ``while``) depends on
+    the data."""
+
+
+MAX_REPEATS = 4
+"""How many times one line may ask again inside the branches of its own earlier decisions:
+two tests on one line (``fast_all(a) and fast_all(b)``) or a short loop of fixed length join
+as nested conds; a loop the data ends asks again on every side that goes on, and is refused
+once past this."""
 
 
 class Overlap(Exception):
@@ -196,8 +204,9 @@ class Joiner:
     def _decision(self, g: _Graph, start: int, end: int, decision: Decision, context: dict[Site, bool], levels: dict[int, int]) -> None:
         run = g.run
         line = (decision.site.module, decision.site.location)
-        if any((site.module, site.location) == line for site in context):
-            # asked again inside its own branch: a loop that goes on or stops as the data says
+        if sum((site.module, site.location) == line for site in context) >= MAX_REPEATS:
+            # asked again and again inside its own branches: a loop that goes on or stops as
+            # the data says
             raise DataLoop(decision)
         other = self.run_of({**context, decision.site: not decision.value})
         if other.decision_at(decision.site) is None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -12,7 +13,8 @@ import torch.utils._pytree as pytree
 
 from .._errors import VerificationError
 from ..inputs.containers import leaves_with_paths
-from ..trace.patches import compiler_flags_as_traced
+from ..trace.patches import compiler_flags_as_traced, tracing_here
+from ..trace.tracing_checks import library_checks_answering
 from ..trace.preserve import state_values_restored
 from .analysis import output_path
 
@@ -115,6 +117,10 @@ class VerificationMismatch(VerificationError):
                 f"exported. Look for {flag} in the model's code; if that path is meant to compute the "
                 "same, the difference is the model's"
             )
+            hint += (
+                "; to export the path eager takes, export with tracing_checks='eager' "
+                "(--tracing-checks eager): its tests on tensor values become torch.cond"
+            )
         elif failed and all(_refused(c) for c in failed):
             hint = (
                 f"the {what} refuses sizes eager runs on ({', '.join(c.label for c in failed)}): a condition "
@@ -148,16 +154,30 @@ _COMPILER_FLAGS = (
 """What a trace sets that a model may branch on: each alone, then both as a trace sets them."""
 
 
+@contextlib.contextmanager
+def _library_checks_as_traced() -> Iterator[str | None]:
+    """The compiler flags as a trace sets them, and the libraries' own tracing checks
+    (transformers' ``is_tracing()``) answering yes; yields their names, or None when no
+    such library is loaded."""
+    with compiler_flags_as_traced(), library_checks_answering(True, in_thread=tracing_here) as names:
+        yield _checks_named(names)
+
+
 def _flag_explaining(
     model: torch.nn.Module, args: Any, kwargs: Any, ours: Any, restore: Callable[[], None], rtol: float, atol: float
 ) -> str | None:
-    """The ``torch.compiler`` query under which the eager model gives ``ours`` (the program's
-    outputs), run with it True; None when no such run does."""
+    """The tracing check (a ``torch.compiler`` query, or a library's) under which the eager
+    model gives ``ours`` (the program's outputs), run with it answering yes; None when no
+    such run does."""
     ours_leaves, ours_spec = leaves_with_paths(ours)
-    for query, flags in _COMPILER_FLAGS:
+    runs = [lambda query=query, flags=flags: _named(query, compiler_flags_as_traced(**flags)) for query, flags in _COMPILER_FLAGS]
+    runs.append(_library_checks_as_traced)
+    for answering in runs:
         restore()
         try:
-            with compiler_flags_as_traced(**flags), torch.no_grad():
+            with answering() as name, torch.no_grad():
+                if name is None:
+                    continue
                 flagged = _clone(model(*_clone(args), **_clone(kwargs)))
         except Exception:  # noqa: BLE001 - that path does not run: not the one the program took
             continue
@@ -167,8 +187,27 @@ def _flag_explaining(
         if spec == ours_spec and all(
             _diff("", o, r, rtol, atol).ok for (_, o), (_, r) in zip(ours_leaves, leaves)
         ):
-            return query
+            return name
     return None
+
+
+def _checks_named(names: list[str]) -> str | None:
+    """``transformers' tracing checks (is_tracing(), ...)`` for the replaced functions."""
+    if not names:
+        return None
+    libraries: dict[str, list[str]] = {}
+    for name in names:
+        libraries.setdefault(name.partition(".")[0], []).append(name.rpartition(".")[2])
+    return " and ".join(
+        f"{library}{chr(39) if library.endswith('s') else chr(39) + 's'} tracing checks ({', '.join(functions)})"
+        for library, functions in libraries.items()
+    )
+
+
+@contextlib.contextmanager
+def _named(name: str, context: Any) -> Iterator[str]:
+    with context:
+        yield name
 
 
 def _diff(path: str, ours: Any, ref: Any, rtol: float, atol: float) -> OutputDiff:

@@ -15,7 +15,7 @@ import sys
 from rich.console import Console
 
 from .._errors import ErrorInfo, InputSpecError
-from .._options import IR_LEVELS
+from .._options import IR_LEVELS, TRACING_CHECKS
 from .._torch_internals import FAKE_TENSOR_LOGGER
 from ..experts import EXPERTS_IMPLEMENTATIONS
 from ..executorch import BACKENDS, require_executorch
@@ -97,6 +97,14 @@ def _export_parser() -> argparse.ArgumentParser:
         default="capture",
         help="where forward branches on a tensor's value: capture both sides as torch.cond (default), "
         "refuse (fail naming the line), or draft (follow the example inputs, as --draft)",
+    )
+    p.add_argument(
+        "--tracing-checks",
+        choices=TRACING_CHECKS,
+        default="traced",
+        help="how the trace answers the model asking whether it is traced (transformers' is_tracing(), "
+        "torch.compiler.is_exporting()): traced (default, as torch.export) or eager (the model's eager "
+        "path, its value tests captured as torch.cond)",
     )
     p.add_argument(
         "--experts-implementation",
@@ -293,6 +301,7 @@ def _export_main(argv: list[str]) -> int:
         report_submodules=args.report_submodules,
         draft=args.draft,
         branches=args.branches,
+        tracing_checks=args.tracing_checks,
         experts_implementation=args.experts_implementation,
         ir=args.ir,
         decompose=args.decompose,

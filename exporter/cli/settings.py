@@ -35,6 +35,9 @@ class ExportSettings:
     branches: str = "capture"
     """``--branches``: where forward branches on a tensor's value, ``capture`` both sides as
     torch.cond, ``refuse`` (fail naming the line) or ``draft`` (as ``--draft``)."""
+    tracing_checks: str = "traced"
+    """``--tracing-checks``: how the trace answers the model asking whether it is traced,
+    ``traced`` (as torch.export) or ``eager`` (the model's eager path)."""
     experts_implementation: str | None = None
     """``--experts-implementation``: run transformers' mixture-of-experts blocks this way for the export."""
     ir: str = "inference"

@@ -56,6 +56,7 @@ from .kernels import (
 from .fast import FastPaths
 from .python_ops import builtin_max, builtin_min, power, tensor_factory, tensor_getitem
 from .stacks import user_stack_trace
+from .tracing_checks import exporting_answer
 from .values import size_hash, tensor_numpy
 from .view_sizes import sized_as_asked
 
@@ -296,6 +297,7 @@ def _compiler_flags(compiling: bool = True, exporting: bool = True) -> Iterator[
     # make_fx traces, torch.fx's process-wide "fx tracing" flag is set, and a compiled
     # function called while that flag is set and ``is_compiling()`` is False raises.
     saved = compiler_flags()
+    exporting = exporting and exporting_answer()
     set_compiler_flags(compiling, exporting)
     try:
         before = saved[1]

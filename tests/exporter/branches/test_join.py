@@ -14,6 +14,7 @@ from exporter.branches.decide import ITEM_OPS, Decider
 from exporter.branches.join import (
     Branch,
     DataLoop,
+    MAX_REPEATS,
     Joiner,
     Predicate,
     cond,
@@ -297,13 +298,26 @@ class StopsWhenTheDataSays(nn.Module):
         return x
 
 
-def test_a_decision_asked_again_inside_its_own_branch_is_a_data_loop():
+def test_a_decision_asked_again_and_again_inside_its_own_branches_is_a_data_loop():
     run_of, _ = _runs(StopsWhenTheDataSays(), _x(4))
     base = run_of({})
     with pytest.raises(DataLoop) as loop:
         Joiner(run_of, []).build(base)
     (decision,) = loop.value.args
-    assert decision.site.location == base.decisions[0].site.location and decision.site.occurrence == 1
+    assert decision.site.location == base.decisions[0].site.location and decision.site.occurrence == MAX_REPEATS
+
+
+class TwoTestsOnOneLine(nn.Module):
+    def forward(self, x):
+        if (x[0] > 0).all() and (x[1] > 0).all():  # the second asked only where the first holds
+            return x * 2
+        return x - 1
+
+
+def test_two_tests_on_one_line_join_as_nested_conds():
+    joiner, joined = _join(TwoTestsOnOneLine(), torch.ones(2, 3))
+    assert len(joiner.decisions) == 2
+    _same_as_eager(joined, TwoTestsOnOneLine(), [(torch.ones(2, 3),), (-torch.ones(2, 3),), (torch.tensor([[1.0, 1, 1], [-1, 1, 1]]),)])
 
 
 class DifferentStructures(nn.Module):

@@ -76,6 +76,20 @@ class _ReadsADetachedAlias(torch.nn.Module):
         return before + 1
 
 
+class _KeepsADetach(torch.nn.Module):
+    """Autograd detaches relu's result to save it, in both traces alike: the detach the
+    model keeps is named the same in both."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.linear(x)
+        y.relu_()
+        return y, (y * 2).detach()
+
+
 def _traces(model, x, monkeypatch):
     from exporter.inputs import bind_inputs
     from exporter.trace import trace, tracer
@@ -106,8 +120,9 @@ def _traces(model, x, monkeypatch):
         (_ComparedInPlace(), torch.randn(3, 4), True),
         (_IntegerClamp(), torch.randn(3, 4), True),
         (_ReadsADetachedAlias(), torch.randn(3, 4), True),
+        (_KeepsADetach(), torch.randn(3, 4), False),
     ],
-    ids=["fresh", "viewed", "view-after-write", "casting", "vision-activations", "comparison", "integer-clamp", "detached-alias"],
+    ids=["fresh", "viewed", "view-after-write", "casting", "vision-activations", "comparison", "integer-clamp", "detached-alias", "kept-detach"],
 )
 def test_writes_to_fresh_intermediates_need_no_functionalization(model, x, retraced, monkeypatch):
     fast, functional, was_retraced = _traces(model, x, monkeypatch)
