@@ -129,6 +129,8 @@ class Joiner:
         self.run_of = run_of
         self.universe = universe
         self.constants: dict[str, Any] = {}
+        self._constant_nodes: dict[tuple[int, int, torch.fx.Node], torch.fx.Node] = {}
+        """(graph, run, the run's get_attr) -> the joined graph's node for that constant."""
         self._joining: set[int] = set()
         """The decisions being joined now (their regions' surroundings are copied without them)."""
         self.decisions: list[tuple[Decision, dict[Site, bool], int]] = []
@@ -142,10 +144,14 @@ class Joiner:
         if run is g.run and node in g.env:
             return g.env[node]
         if node.op == "get_attr" and g.parent is None:
+            known = self._constant_nodes.get((id(g.graph), id(run), node))
+            if known is not None:  # another run's constant, made once however often it is read
+                return known
             name = f"_joined_constant_{len(self.constants)}"
             self.constants[name] = run.constant(node)
             new = g.graph.get_attr(name)
             new.meta = dict(node.meta)
+            self._constant_nodes[(id(g.graph), id(run), node)] = new
             if run is g.run:
                 g.env[node] = new
             return new
@@ -197,6 +203,7 @@ class Joiner:
                     return
                 except _Grow as grow:
                     _rewind(g, mark)
+                    self._constant_nodes = {k: v for k, v in self._constant_nodes.items() if k[0] != id(g.graph)}
                     levels[grow.region] = levels.get(grow.region, 0) + 1
         finally:
             self._joining.discard(id(decision))

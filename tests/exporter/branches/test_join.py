@@ -369,3 +369,20 @@ def test_the_two_branches_of_one_predicate_each_see_their_own_value_in_one_shape
     for side in sides:
         side.predicate = n > 3
     assert [side(n) for side in sides] == [(True,), (False,)]
+
+
+class ConstantOnTheOtherSide(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.tensor([1.0, 2.0, 3.0])  # a plain tensor attribute: a constant in each run
+
+    def forward(self, x):
+        s = self.scale * 2
+        if x.sum() > 0:
+            return x * s
+        return x - self.scale  # the other run's own constant, read inside its branch
+
+
+def test_a_constant_the_other_side_reads_is_one_operand_of_the_cond():
+    _, joined = _join(ConstantOnTheOtherSide(), torch.ones(3))
+    _same_as_eager(joined, ConstantOnTheOtherSide(), [(torch.ones(3),), (-torch.ones(3),)])
