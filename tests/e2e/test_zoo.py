@@ -96,6 +96,25 @@ def test_exporter_kwargs_reach_exporter_export(zoo):
     assert result.outcome == "fails" and "no_such_option" in result.error
 
 
+class _TracedPathDiffers(torch.nn.Module):
+    """Takes a shortcut in eager only, which computes something else."""
+
+    def forward(self, x):
+        if not torch.compiler.is_exporting() and (x > 0).all():
+            return x * 3
+        return x + 1
+
+
+def test_a_program_that_differs_from_eager_is_exported_again_with_the_eager_path(zoo):
+    x = torch.ones(2, 3)
+    model = _TracedPathDiffers()
+    built = zoo.zoo_models.Built(model=model, kwargs={"x": x}, output=model(x), note="")
+    result = zoo.run_tool("exporter", built, {})
+    assert result.ok and result.how == "tracing_checks='eager'" and "tracing_checks='eager'" in result.describe()
+    torch_result = zoo.run_tool("torch", built, {})
+    assert torch_result.outcome == "mismatch" and torch_result.how is None
+
+
 def test_a_build_over_its_time_is_not_built(zoo, monkeypatch):
     monkeypatch.setattr(zoo.zoo_models, "build", lambda *args: time.sleep(60))
     (row,) = run(zoo, ["bert"], classes="first", timeout=1, warm_up=False)
