@@ -13,8 +13,8 @@ import torch.utils._pytree as pytree
 
 from .._errors import VerificationError
 from ..inputs.containers import leaves_with_paths
-from ..trace.patches import compiler_flags_as_traced, tracing_here
-from ..trace.tracing_checks import library_checks_answering
+from ..trace.patches import compiler_flags_as_traced
+from ..trace.tracing_checks import library_checks_answering, loaded_checks
 from ..trace.preserve import state_values_restored
 from .analysis import output_path
 
@@ -155,12 +155,11 @@ _COMPILER_FLAGS = (
 
 
 @contextlib.contextmanager
-def _library_checks_as_traced() -> Iterator[str | None]:
+def _library_checks_as_traced() -> Iterator[None]:
     """The compiler flags as a trace sets them, and the libraries' own tracing checks
-    (transformers' ``is_tracing()``) answering yes; yields their names, or None when no
-    such library is loaded."""
-    with compiler_flags_as_traced(), library_checks_answering(True, in_thread=tracing_here) as names:
-        yield _checks_named(names)
+    (transformers' ``is_tracing()``) answering yes."""
+    with compiler_flags_as_traced(), library_checks_answering(True):
+        yield
 
 
 def _flag_explaining(
@@ -170,14 +169,14 @@ def _flag_explaining(
     model gives ``ours`` (the program's outputs), run with it answering yes; None when no
     such run does."""
     ours_leaves, ours_spec = leaves_with_paths(ours)
-    runs = [lambda query=query, flags=flags: _named(query, compiler_flags_as_traced(**flags)) for query, flags in _COMPILER_FLAGS]
-    runs.append(_library_checks_as_traced)
-    for answering in runs:
+    candidates = [(query, lambda flags=flags: compiler_flags_as_traced(**flags)) for query, flags in _COMPILER_FLAGS]
+    checks = _checks_named(loaded_checks())
+    if checks is not None:
+        candidates.append((checks, _library_checks_as_traced))
+    for name, answering in candidates:
         restore()
         try:
-            with answering() as name, torch.no_grad():
-                if name is None:
-                    continue
+            with answering(), torch.no_grad():
                 flagged = _clone(model(*_clone(args), **_clone(kwargs)))
         except Exception:  # noqa: BLE001 - that path does not run: not the one the program took
             continue
@@ -191,23 +190,20 @@ def _flag_explaining(
     return None
 
 
+_POSSESSIVE = {True: "'", False: "'s"}
+
+
 def _checks_named(names: list[str]) -> str | None:
-    """``transformers' tracing checks (is_tracing(), ...)`` for the replaced functions."""
+    """``transformers' tracing checks (is_tracing(), ...)`` for the dotted names of checks."""
     if not names:
         return None
     libraries: dict[str, list[str]] = {}
     for name in names:
         libraries.setdefault(name.partition(".")[0], []).append(name.rpartition(".")[2])
     return " and ".join(
-        f"{library}{chr(39) if library.endswith('s') else chr(39) + 's'} tracing checks ({', '.join(functions)})"
+        f"{library}{_POSSESSIVE[library.endswith('s')]} tracing checks ({', '.join(functions)})"
         for library, functions in libraries.items()
     )
-
-
-@contextlib.contextmanager
-def _named(name: str, context: Any) -> Iterator[str]:
-    with context:
-        yield name
 
 
 def _diff(path: str, ours: Any, ref: Any, rtol: float, atol: float) -> OutputDiff:

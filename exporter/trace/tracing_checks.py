@@ -24,7 +24,7 @@ from typing import Any
 
 from .._options import TRACING_CHECKS
 
-__all__ = ["KNOWN", "TRACING_CHECKS", "answered", "exporting_answer", "library_checks_answering"]
+__all__ = ["KNOWN", "TRACING_CHECKS", "answered", "exporting_answer", "library_checks_answering", "loaded_checks"]
 
 KNOWN: tuple[tuple[str, str], ...] = (
     ("transformers.utils.import_utils", "is_tracing"),
@@ -53,6 +53,11 @@ def _known_functions() -> dict[int, tuple[Callable[..., Any], str]]:
     return found
 
 
+def loaded_checks() -> list[str]:
+    """The dotted names of the ``KNOWN`` checks whose library is loaded."""
+    return sorted(name for _, name in _known_functions().values())
+
+
 def _bindings(functions: dict[int, tuple[Callable[..., Any], str]]) -> list[tuple[dict, str, Callable[..., Any]]]:
     """Every (module namespace, name, function) that binds one of ``functions``."""
     found = []
@@ -68,23 +73,17 @@ def _bindings(functions: dict[int, tuple[Callable[..., Any], str]]) -> list[tupl
 
 
 @contextlib.contextmanager
-def library_checks_answering(value: bool, *, in_thread: Callable[[], bool]) -> Iterator[list[str]]:
-    """Within the block each of ``KNOWN``, wherever bound, answers ``value`` where
-    ``in_thread()`` holds (the tracing thread) and asks as before elsewhere. Yields what was
-    replaced, by name (empty when no such library is loaded)."""
+def library_checks_answering(value: bool) -> Iterator[None]:
+    """Within the block each of ``KNOWN``, wherever bound, answers ``value`` in the tracing
+    thread and asks as before in every other."""
+    from .patches import in_tracing_thread
+
     functions = _known_functions()
     bindings = _bindings(functions) if functions else []
-
-    def replacement(real: Callable[..., Any]) -> Callable[..., Any]:
-        def answer(*args: Any, **kwargs: Any) -> Any:
-            return value if in_thread() else real(*args, **kwargs)
-
-        return answer
-
     for namespace, key, real in bindings:
-        namespace[key] = replacement(real)
+        namespace[key] = in_tracing_thread(lambda *args, **kwargs: value, real)
     try:
-        yield sorted({functions[id(real)][1] for _, _, real in bindings})
+        yield
     finally:
         for namespace, key, real in bindings:
             namespace[key] = real
@@ -97,12 +96,10 @@ def answered(how: str) -> Iterator[None]:
     if how == "traced":
         yield
         return
-    from .patches import tracing_here
-
     was = getattr(_ANSWER, "eager", False)
     _ANSWER.eager = True
     try:
-        with library_checks_answering(False, in_thread=tracing_here):
+        with library_checks_answering(False):
             yield
     finally:
         _ANSWER.eager = was
