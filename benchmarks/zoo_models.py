@@ -447,6 +447,8 @@ def shrink(config: dict[str, Any]) -> dict[str, Any]:
     backbone (timm is not a dependency) becomes the equivalent transformers ResNet.
     """
     out: dict[str, Any] = {}
+    if config.get("model_type") == "timm_wrapper":
+        return _shrink_timm(config)
     for key, value in config.items():
         if _is_config_dict(value) and value["model_type"] == "timm_backbone":
             out[key] = shrink(_resnet_backbone())
@@ -506,7 +508,123 @@ def shrink(config: dict[str, Any]) -> dict[str, Any]:
     for key in ("use_pretrained_backbone", "use_timm_backbone"):
         if out.get(key):
             out[key] = False
+    if out.get("model_type") == "timm_backbone" and out.get("backbone") is None:
+        # A timm backbone names no architecture by default: take the timm wrapper's default.
+        out["backbone"] = CONFIG_MAPPING["timm_wrapper"].architecture
     return out
+
+
+# Sizes of a timm architecture's class, and their tiny values (a ViT's width, depth, heads).
+TIMM_SIZES = {"embed_dim": WIDTH, "depth": LAYERS, "num_heads": HEADS, "attn_pool_num_heads": HEADS}
+
+
+def _timm_model(architecture: str, model_args: dict[str, Any]) -> torch.nn.Module | None:
+    """The timm model of ``architecture`` built on the meta device (None without timm, or
+    when timm cannot build it with these arguments)."""
+    try:
+        import timm
+    except ImportError:
+        return None
+    try:
+        with torch.device("meta"):
+            return timm.create_model(architecture, pretrained=False, **model_args)
+    except Exception:
+        return None
+
+
+def _shrink_timm(config: dict[str, Any]) -> dict[str, Any]:
+    """A timm model config (``timm_wrapper``) with the sizes its architecture's class takes as
+    single integers (a ViT's width, depth and heads) made tiny through ``model_args``, which
+    transformers passes on to ``timm.create_model``; architectures whose sizes are per stage
+    (CNNs) stay as they are. Without timm the config is unchanged."""
+    out = dict(config)
+    args = dict(config.get("model_args") or {})
+    model = _timm_model(config.get("architecture", ""), args)
+    if model is None:
+        return out
+    accepted = inspect.signature(type(model).__init__).parameters
+    tiny = {**{key: value for key, value in TIMM_SIZES.items()
+               if key in accepted and isinstance(accepted[key].default, int) and key not in args}, **args}
+    if tiny != args and _timm_model(config["architecture"], tiny) is not None:
+        out["model_args"] = tiny
+    return out
+
+
+def _config_dicts(values: dict[str, Any]) -> list[dict[str, Any]]:
+    """A config dict and every sub-config dict nested in it."""
+    found = [values]
+    for value in values.values():
+        if _is_config_dict(value):
+            found += _config_dicts(value)
+    return found
+
+
+def _paired_dicts(values: dict[str, Any], original: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each config dict of a tree with the one at the same place in the original tree."""
+    pairs = [(values, original)]
+    for key, value in values.items():
+        if _is_config_dict(value) and _is_config_dict(original.get(key)):
+            pairs += _paired_dicts(value, original[key])
+    return pairs
+
+
+def _image_sizes(original: dict[str, Any], shrunk: dict[str, Any]) -> list[tuple[int, int]]:
+    """Every ``image_size`` of a config tree, as it was and as it is now."""
+    pairs = []
+    old, new = original.get("image_size"), shrunk.get("image_size")
+    if old is not None and new is not None and not isinstance(old, bool):
+        pairs.append((max(_pair(old)), max(_pair(new))))
+    for key, value in shrunk.items():
+        if _is_config_dict(value) and _is_config_dict(original.get(key)):
+            pairs += _image_sizes(original[key], value)
+    return pairs
+
+
+def _grid_side(config: dict[str, Any]) -> float | None:
+    """Patches a side of a vision backbone config's image (None when it names no image size
+    and patch size or stride)."""
+    image, patch = config.get("image_size"), config.get("patch_size") or config.get("patch_stride")
+    if image is None or patch is None or isinstance(image, bool):
+        return None
+    return max(_pair(image)) / max(_pair(patch))
+
+
+def _fit_feature_sizes(original: dict[str, Any], config: dict[str, Any]) -> None:
+    """Feature map sizes a config lists (SAM 2's ``backbone_feature_sizes``, for its
+    1024-pixel images) shrunk by the factor its backbone's patch grid shrank by, in place;
+    a backbone that names no grid (a timm model) goes by the factor the config tree's
+    ``image_size`` shrank by (when the tree has one factor)."""
+    ratios = {old / new for old, new in _image_sizes(original, config) if new}
+    tree_ratio = ratios.pop() if len(ratios) == 1 else None
+    for sub, before in _paired_dicts(config, original):
+        sizes = sub.get("backbone_feature_sizes")
+        if not (isinstance(sizes, list) and sizes and all(isinstance(size, list) for size in sizes)):
+            continue
+        ratio = tree_ratio
+        old, new = before.get("backbone_config"), sub.get("backbone_config")
+        if _is_config_dict(old) and _is_config_dict(new) and _grid_side(old) and _grid_side(new):
+            ratio = _grid_side(old) / _grid_side(new)
+        if ratio:
+            sub["backbone_feature_sizes"] = [[max(1, round(v / ratio)) for v in size] for size in sizes]
+        # A config whose patch grid is the coarsest feature map (SAM 2's prompt encoder)
+        # keeps it so: its patch is the image over that map.
+        for other, before_other in _paired_dicts(config, original):
+            side, old_side = _grid_side(other), _grid_side(before_other)
+            if side and old_side == max(sizes[-1]) and isinstance(other.get("patch_size"), int):
+                other["patch_size"] = max(1, max(_pair(other["image_size"])) // max(sub["backbone_feature_sizes"][-1]))
+
+
+def _fit_timm_backbone(config: dict[str, Any]) -> None:
+    """A neck on a timm backbone (EdgeTAM's FPN) takes the channels that backbone puts out at
+    each feature level, deepest first, in place."""
+    backbone = config.get("backbone_config")
+    if not (_is_config_dict(backbone) and backbone["model_type"] == "timm_wrapper"
+            and isinstance(config.get("backbone_channel_list"), list)):
+        return
+    model = _timm_model(backbone.get("architecture", ""), backbone.get("model_args") or {})
+    info = getattr(model, "feature_info", None)
+    if info is not None and hasattr(info, "channels"):
+        config["backbone_channel_list"] = list(info.channels())[::-1]
 
 
 STAGE_CHANNEL_KEYS = ("stem_channels", "stage_in_channels", "stage_mid_channels", "stage_out_channels")
@@ -577,6 +695,10 @@ def _fit_derived_sizes(config: dict[str, Any]) -> None:
         config["swa_head_dim"] = config["qk_nope_head_dim"] + config.get("qk_rope_head_dim", 0)
     if isinstance(config.get("upsample_groups"), int) and isinstance(width, int):
         config["upsample_groups"] = min(config["upsample_groups"], width)
+    channels = config.get("output_channels")
+    if isinstance(config.get("num_pos_feats"), int) and isinstance(channels, int):
+        # Sine and cosine of each positional frequency span the output channels (SAM).
+        config["num_pos_feats"] = min(config["num_pos_feats"], channels // 2)
 
 
 def _follow_shrunk_channels(original: dict[str, Any], config: dict[str, Any]) -> None:
@@ -636,6 +758,10 @@ def _remap_special_ids(config: dict[str, Any], vocab: int | None = None) -> None
 SAM2_HIERA = {"embed_dim_per_stage": [WIDTH, 2 * WIDTH, 4 * WIDTH, 8 * WIDTH], "blocks_per_stage": [1, 1, 1, 2],
               "global_attention_blocks": [4], "window_size_per_stage": [2, 2, 2, 2]}
 SAM2_HIERA_OUT = SAM2_HIERA["embed_dim_per_stage"][::-1]
+# Gemma 3n's later layers share the KV caches of earlier ones of the same kind.
+GEMMA3N_TEXT = {"num_hidden_layers": 4, "num_kv_shared_layers": 2, "intermediate_size": [FFN] * 4,
+                "activation_sparsity_pattern": [0.95, 0.0, 0.0, 0.0],
+                "layer_types": ["sliding_attention", "full_attention"] * 2}
 OVERRIDES: dict[str, dict[str, Any]] = {
     "audio-spectrogram-transformer": {"max_length": 64},
     # hidden_size * expand must equal num_heads * head_dim.
@@ -706,6 +832,11 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # windows that tile the tiny image's stage grids.
     "sam2_hiera_det_model": SAM2_HIERA,
     "sam2_vision_model": {"backbone_config": SAM2_HIERA, "backbone_channel_list": SAM2_HIERA_OUT},
+    # EdgeTAM's RepViT backbone (its default config misspells the architecture's key and so
+    # gets timm's default ResNet).
+    "edgetam": {"vision_config": {"backbone_config": {"architecture": "repvit_m1"}}},
+    "edgetam_vision_model": {"backbone_config": {"architecture": "repvit_m1"}},
+    "sam2": {"vision_config": {"backbone_config": SAM2_HIERA, "backbone_channel_list": SAM2_HIERA_OUT}},
     "step3p5": {"sliding_window": 4},
     "step3p7": {"text_config": {"sliding_window": 4}},
     # Group norms of 32 groups over the tiny stages' 8 channels.
@@ -726,19 +857,27 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # Two hybrid layers share one transformer, and later layers share earlier KV caches.
     "zamba": {"num_hidden_layers": 4, "layers_block_type": ["mamba", "hybrid"] * 2,
               "layer_types": ["mamba", "hybrid"] * 2, "attn_layer_period": 2, "attn_layer_offset": 1},
-    "gemma3n_text": {"num_hidden_layers": 4, "num_kv_shared_layers": 2, "intermediate_size": [FFN] * 4,
-                     "activation_sparsity_pattern": [0.95, 0.0, 0.0, 0.0],
-                     "layer_types": ["sliding_attention", "full_attention"] * 2},
+    "gemma3n_text": GEMMA3N_TEXT,
+    "gemma3n": {"text_config": GEMMA3N_TEXT},
     "dbrx": {"attn_config": {"rope_theta": 10000.0, "clip_qkv": 8.0}},
     "diffusion_gemma": {"text_config": {"num_experts": EXPERTS, "top_k_experts": 2, "moe_intermediate_size": FFN}},
     "diffusion_gemma_text": {"num_experts": EXPERTS, "top_k_experts": 2, "moe_intermediate_size": FFN},
     "qwen3_omni_moe": {"talker_config": {"spatial_merge_size": 2,
                                          "text_config": {"shared_expert_intermediate_size": FFN}}},
+    # Perception LM's projector pools the patch tokens of a Perception Encoder ViT, as its
+    # checkpoints have (the default config names a ResNet).
+    "perception_lm": {"vision_config": {"architecture": "vit_pe_core_large_patch14_336",
+                                        "model_args": {**TIMM_SIZES, "global_pool": ""}}},
     "qwen4_exp": {"text_config": {"indexer_budget": 8, "indexer_compress_ratio": 2, "indexer_n_heads": 2,
                                   "indexer_kv_heads": 1, "indexer_head_dim": HEAD_DIM}},
     "qwen4_exp_text": {"indexer_budget": 8, "indexer_compress_ratio": 2, "indexer_n_heads": 2,
                        "indexer_kv_heads": 1, "indexer_head_dim": HEAD_DIM},
 }
+
+
+# Keys a config's dict holds that are no dataclass field but that its ``from_dict`` reads:
+# timm's configs carry their labels as ``num_classes`` and ``label_names``.
+KEPT_UNDECLARED = frozenset({"model_type", "_name_or_path", "output_attentions", "num_classes", "label_names"})
 
 
 def _drop_derived(values: dict[str, Any], config_class: type) -> None:
@@ -752,7 +891,7 @@ def _drop_derived(values: dict[str, Any], config_class: type) -> None:
     layers = next((values[k] for k in sorted(LAYER_KEYS) if isinstance(values.get(k), int)), None)
     for key in list(values):
         per_layer = isinstance(values[key], list) and len(values[key]) == layers  # cut to the layers by shrink
-        if key not in fields and key not in ("model_type", "_name_or_path", "output_attentions") and not per_layer:
+        if key not in fields and key not in KEPT_UNDECLARED and not per_layer:
             del values[key]
     for key, sub_class in (getattr(config_class, "sub_configs", None) or {}).items():
         if _is_config_dict(values.get(key)) and isinstance(sub_class, type) and \
@@ -776,9 +915,13 @@ def tiny_config(model_type: str) -> transformers.PreTrainedConfig:
         default = config_class()
     except Exception as e:
         raise NotBuilt(f"config not tinyfiable: default {config_class.__name__}() fails: {_headline(e)}") from e
-    values = shrink(default.to_dict())
+    original = default.to_dict()
+    values = shrink(original)
     _drop_derived(values, config_class)
     _merge(values, OVERRIDES.get(model_type, {}))
+    for sub in _config_dicts(values):
+        _fit_timm_backbone(sub)
+    _fit_feature_sizes(original, values)
     _remap_special_ids(values)
     values.pop("transformers_version", None)
     try:
@@ -874,10 +1017,32 @@ def _pair(value: Any) -> tuple[int, int]:
     return (value, value) if isinstance(value, int) else tuple(value)[-2:]
 
 
+def _timm_input_size(config: Any) -> tuple[int, int] | None:
+    """The image size a timm model in the config is built for: its ``img_size`` argument,
+    else its architecture's pretrained input size (None without timm or a timm model)."""
+    for sub in _all_configs(config) if isinstance(config, transformers.PreTrainedConfig) else []:
+        if getattr(sub, "model_type", None) != "timm_wrapper":
+            continue
+        size = (sub.model_args or {}).get("img_size")
+        if size is not None:
+            return _pair(size)
+        try:
+            import timm
+        except ImportError:
+            return None
+        pretrained = timm.get_pretrained_cfg(sub.architecture, allow_unregistered=True)
+        if pretrained is not None and pretrained.input_size:
+            return tuple(pretrained.input_size)[-2:]
+    return None
+
+
 def _image_shape(config: Any) -> tuple[int, int, int]:
     vision = _vision(config)
     channels = _first(vision, "num_channels", "in_channels", "input_channels", default=3)
-    size = _first(vision, "image_size", "crop_size", "input_size", default=2 * IMAGE)
+    # A vision config may leave the size to its backbone, or to the prompt encoder that
+    # places points on the image (SAM 2).
+    sized = [*vision, _sub(vision[0], "backbone_config"), _sub(config, "prompt_encoder_config")]
+    size = _first(sized, "image_size", "crop_size", "input_size") or _timm_input_size(config) or 2 * IMAGE
     h, w = _pair(size)
     return channels, h, w
 
@@ -1074,6 +1239,9 @@ def _generic_sets(h: Inputs, main: str) -> list[tuple[dict[str, Any], str]]:
                     width = _first(_all_configs(config), "feature_projection_input_dim", "num_mel_bins", default=80)
                     inputs["input_features"] = torch.randn(BATCH, length // hop, width, generator=gen)
                 sets.append((inputs, "whole codec frames"))
+        if "pixel_values_videos" in params:  # an audio-video encoder: each waveform with a clip
+            sets += [({**inputs, "pixel_values_videos": _video(config, gen)}, f"{note or 'waveform'} and video")
+                     for inputs, note in list(sets)]
     elif main == "hidden_states" and ("grid_thw" in params or "image_grid_thw" in params):
         sets += _flat_patch_sets(h)
     elif main == "hidden_states" and _hop(config):  # a codec's encoder or decoder
@@ -1093,6 +1261,8 @@ def _generic_sets(h: Inputs, main: str) -> list[tuple[dict[str, Any], str]]:
         sets.append(({main: h.randn(BATCH, SEQ, h.width())}, "embeddings"))
     if main == "input_ids" and "pixel_values" in params and _frames(config):
         sets.append(({**_text(config, gen), "pixel_values": _video(config, gen)}, "text and video"))
+    if main == "input_ids" and "pixel_values_videos" in params:
+        sets.append(({**_text(config, gen), "pixel_values_videos": _video(config, gen)}, "text and video"))
     if main == "input_ids" and "input_values" in params and _hop(config):
         sets.append(({**_text(config, gen), "input_values": h.randn(BATCH, 1, 4 * _hop(config))}, "text and audio"))
     if main == "input_ids" and "input_features" in params:

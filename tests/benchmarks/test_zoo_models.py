@@ -116,3 +116,55 @@ def test_flattened_patches_and_their_grid_agree(zoo):
     assert int(grid.prod(-1).sum()) == patches.shape[0]
     merge = built.model.config.spatial_merge_size
     assert (grid[:, 1:] % merge == 0).all()
+
+
+def test_a_timm_config_keeps_its_labels_through_the_shrinking(zoo):
+    config = zoo.tiny_config("timm_wrapper")
+    assert config.num_labels == 2
+
+
+def test_a_timm_backbone_that_names_no_architecture_gets_the_timm_wrappers_default(zoo):
+    config = zoo.shrink({"model_type": "timm_backbone", "backbone": None})
+    assert config["backbone"] == zoo.CONFIG_MAPPING["timm_wrapper"].architecture
+
+
+def test_a_timm_vit_is_shrunk_through_its_model_args(zoo):
+    pytest.importorskip("timm")
+    config = zoo.shrink({"model_type": "timm_wrapper", "architecture": "vit_pe_core_large_patch14_336",
+                         "model_args": {"global_pool": ""}})
+    args = config["model_args"]
+    assert (args["embed_dim"], args["depth"], args["num_heads"]) == (zoo.WIDTH, zoo.LAYERS, zoo.HEADS)
+    assert args["global_pool"] == ""
+    cnn = zoo.shrink({"model_type": "timm_wrapper", "architecture": "resnet50", "model_args": None})
+    assert cnn["model_args"] is None
+
+
+def test_feature_map_sizes_follow_the_backbones_patch_grid(zoo):
+    tracker = zoo.tiny_config("sam3_tracker").vision_config
+    backbone = tracker.backbone_config
+    assert tracker.backbone_feature_sizes[-1] == [backbone.image_size // backbone.patch_size] * 2
+    sam2 = zoo.tiny_config("sam2")
+    sizes, prompt = sam2.vision_config.backbone_feature_sizes, sam2.prompt_encoder_config
+    hiera = sam2.vision_config.backbone_config
+    assert sizes[0] == [hiera.image_size[0] // hiera.patch_stride[0]] * 2
+    assert prompt.image_size // prompt.patch_size == sizes[-1][0]
+
+
+def test_positional_frequencies_span_the_output_channels(zoo):
+    vision = zoo.tiny_config("sam").vision_config
+    assert 2 * vision.num_pos_feats == vision.output_channels
+
+
+def test_a_model_that_takes_text_and_a_clip_is_given_both(zoo):
+    import torch
+
+    class TextAndClip(torch.nn.Module):
+        main_input_name = "input_ids"
+
+        def forward(self, input_ids, pixel_values_videos, attention_mask=None):
+            return pixel_values_videos.mean() + input_ids.sum()
+
+    config = zoo.CONFIG_MAPPING["vit"](image_size=16, num_frames=3)
+    sets = zoo._input_sets(TextAndClip(), config, torch.Generator().manual_seed(0))
+    clips = [inputs["pixel_values_videos"] for inputs, _ in sets if "pixel_values_videos" in inputs]
+    assert clips and clips[0].shape == (zoo.BATCH, 3, 3, 16, 16)
