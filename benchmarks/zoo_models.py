@@ -462,6 +462,9 @@ def shrink(config: dict[str, Any]) -> dict[str, Any]:
             out[key] = _shrink_list(key, list(value))
         else:
             out[key] = value
+    if isinstance(config.get("num_patches"), int) and isinstance(config.get("channel_multiplier"), (list, tuple)):
+        # A VQ-VAE's latent grid (Janus): a few tokens a side.
+        out["num_patches"] = min(config["num_patches"], 4)
     if "depths" in config:
         # Hierarchical models derive num_layers and stage names from depths, and their
         # attention windows must fit the tiny image's patch grid.
@@ -490,6 +493,7 @@ def shrink(config: dict[str, Any]) -> dict[str, Any]:
             out["qk_head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]
     _fill_unset_sizes(out)
     _fit_derived_sizes(out)
+    _fit_vq_width(config, out)
     _follow_shrunk_channels(config, out)
     _fit_stage_channels(config, out)
     _fit_backbone(out)
@@ -701,6 +705,18 @@ def _fit_derived_sizes(config: dict[str, Any]) -> None:
         config["num_pos_feats"] = min(config["num_pos_feats"], channels // 2)
 
 
+def _fit_vq_width(original: dict[str, Any], config: dict[str, Any]) -> None:
+    """A VQ-VAE whose attention runs at its deepest level's width (Emu3: ``hidden_size`` is
+    ``base_channels`` times the last ``channel_multiplier``) keeps it so, in place, with a base
+    of at most ``WIDTH`` channels (group norms of 32 groups need that many)."""
+    base, levels, width = original.get("base_channels"), original.get("channel_multiplier"), original.get("hidden_size")
+    if not (isinstance(base, int) and isinstance(levels, (list, tuple)) and levels and isinstance(width, int)):
+        return
+    if width == base * levels[-1]:
+        config["base_channels"] = min(base, WIDTH)
+        config["hidden_size"] = config["base_channels"] * levels[-1]
+
+
 def _follow_shrunk_channels(original: dict[str, Any], config: dict[str, Any]) -> None:
     """An input channel count (``post_conv_in_channels``) that the shrinking left as it was
     but that equals the original of a size that shrank (``output_channels``) takes what is
@@ -836,6 +852,9 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # gets timm's default ResNet).
     "edgetam": {"vision_config": {"backbone_config": {"architecture": "repvit_m1"}}},
     "edgetam_vision_model": {"backbone_config": {"architecture": "repvit_m1"}},
+    # The last num_blocks layers see the queries: one of the two tiny layers.
+    "eomt": {"num_blocks": LAYERS - 1},
+    "eomt_dinov3": {"num_blocks": LAYERS - 1},
     "sam2": {"vision_config": {"backbone_config": SAM2_HIERA, "backbone_channel_list": SAM2_HIERA_OUT}},
     "step3p5": {"sliding_window": 4},
     "step3p7": {"text_config": {"sliding_window": 4}},
@@ -1036,13 +1055,23 @@ def _timm_input_size(config: Any) -> tuple[int, int] | None:
     return None
 
 
+def _vq_image_size(config: Any) -> int | None:
+    """The image a VQ-VAE encodes to its latent grid of ``num_patches`` a side: each level of
+    its ``channel_multiplier`` but the last halves the image."""
+    patches, levels = getattr(config, "num_patches", None), getattr(config, "channel_multiplier", None)
+    if isinstance(patches, int) and isinstance(levels, (list, tuple)) and levels:
+        return patches * 2 ** (len(levels) - 1)
+    return None
+
+
 def _image_shape(config: Any) -> tuple[int, int, int]:
     vision = _vision(config)
     channels = _first(vision, "num_channels", "in_channels", "input_channels", default=3)
     # A vision config may leave the size to its backbone, or to the prompt encoder that
     # places points on the image (SAM 2).
     sized = [*vision, _sub(vision[0], "backbone_config"), _sub(config, "prompt_encoder_config")]
-    size = _first(sized, "image_size", "crop_size", "input_size") or _timm_input_size(config) or 2 * IMAGE
+    size = _first(sized, "image_size", "crop_size", "input_size") or _timm_input_size(config) or \
+        _vq_image_size(config) or 2 * IMAGE
     h, w = _pair(size)
     return channels, h, w
 
@@ -1354,7 +1383,19 @@ def _recipe(h: Inputs, model_type: str) -> list[tuple[dict[str, Any], str]]:
         return _prompt_encoder_sets(h)
     if list(params) == ["masks"]:
         return _mask_embedding_sets(h)
+    if _required(params) == ["hidden_states", "quant_states"]:
+        return _vq_decoder_sets(h)
     return []
+
+
+def _vq_decoder_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """A video VQ-VAE's decoder (Emu3): the quantized latents of a few frames on a 4 x 4 grid
+    [B, frames, embed_dim, 4, 4], and those latents through the post-quantization conv
+    (``latent_channels`` wide), as the VQ-VAE's ``decode`` feeds it."""
+    c, frames = h.config, 2
+    quant = h.randn(BATCH, frames, c.embed_dim, 4, 4)
+    return [({"hidden_states": h.randn(BATCH, frames, c.latent_channels, 4, 4), "quant_states": quant},
+             "quantized latents of a few frames")]
 
 
 def _boxes(h: Inputs, length: int = SEQ) -> torch.Tensor:

@@ -168,3 +168,19 @@ def test_a_model_that_takes_text_and_a_clip_is_given_both(zoo):
     sets = zoo._input_sets(TextAndClip(), config, torch.Generator().manual_seed(0))
     clips = [inputs["pixel_values_videos"] for inputs, _ in sets if "pixel_values_videos" in inputs]
     assert clips and clips[0].shape == (zoo.BATCH, 3, 3, 16, 16)
+
+
+def test_a_vq_vaes_image_fills_its_latent_grid(zoo):
+    config = zoo.tiny_config("janus_vqgan")
+    assert config.num_patches <= 4
+    side = config.num_patches * 2 ** (len(config.channel_multiplier) - 1)
+    assert zoo._image_shape(config)[1:] == (side, side)
+
+
+def test_a_vq_vaes_attention_stays_as_wide_as_its_deepest_level(zoo):
+    config = zoo.tiny_config("emu3_vqgan")
+    assert config.hidden_size == config.base_channels * config.channel_multiplier[-1]
+    assert config.base_channels <= zoo.WIDTH
+    built = zoo.build("emu3_vqgan", "Emu3VQVAEDecoder")
+    assert built.kwargs["quant_states"].shape[2] == config.embed_dim
+    assert built.kwargs["hidden_states"].shape[2] == config.latent_channels
