@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -30,6 +31,8 @@ __all__ = [
     "below_autograd",
     "call_at_key",
     "clear_dispatch_cache",
+    "ops_with_cached_kernels",
+    "on_dispatch_miss",
     "compare_tensor_meta",
     "COMPOSITE_KEY",
     "composite_registrations",
@@ -186,6 +189,33 @@ def call_at_key(op: OpOverload, key: DispatchKey):
 def clear_dispatch_cache(op: OpOverload) -> None:
     """Forget ``op``'s cached kernel choices after its ``py_kernels`` table changed."""
     op._dispatch_cache.clear()
+
+
+def ops_with_cached_kernels() -> list[OpOverload]:
+    """Every op whose kernel choice for some dispatch key the Python dispatcher has cached
+    (torch registers each op it caches one for, and ``on_dispatch_miss`` never sees them)."""
+    return [op for op in torch._ops.get_cached_ops() if op._dispatch_cache]
+
+
+@contextlib.contextmanager
+def on_dispatch_miss(hook: Callable[[OpOverload], None]) -> Iterator[None]:
+    """Within the block, ``hook(op)`` runs whenever the Python dispatcher is about to choose
+    ``op``'s kernel for a dispatch key it has no cached choice for, so the hook may still
+    change the op's ``py_kernels`` table (and clear its cache) before the choice is made.
+
+    The dispatcher asks ``OpOverload._get_dispatch`` on each such miss, and caches the
+    answer until the op's table changes."""
+    original = OpOverload._get_dispatch
+
+    def _get_dispatch(op, key):
+        hook(op)
+        return original(op, key)
+
+    OpOverload._get_dispatch = _get_dispatch
+    try:
+        yield
+    finally:
+        OpOverload._get_dispatch = original
 
 
 def op_implementation_dirs() -> tuple[str, ...]:

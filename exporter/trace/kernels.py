@@ -5,7 +5,6 @@ autograd, and each dtype or device conversion the model makes checked with
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import torch
@@ -37,6 +36,7 @@ __all__ = [
     "composite_kernels",
     "forget_composite_kernels",
     "functional_composite_ops",
+    "kept_whole",
 ]
 
 # Autograd keys a composite op would otherwise expand at, and backend keys whose kernels
@@ -66,27 +66,39 @@ def _is_functional_composite(op: OpOverload) -> bool:
     return has_composite_kernel(op) or COMPOSITE_KEY in op.py_kernels
 
 
-@functools.cache
-def _functional_composites_of(registrations: tuple[str, ...]) -> tuple[OpOverload, ...]:
-    ops = []
-    for qualname in registrations:
-        namespace, _, name = qualname.partition("::")
-        if namespace in ("prim", "prims") or not hasattr(torch.ops, namespace):
-            continue
-        packet = getattr(getattr(torch.ops, namespace), name.partition(".")[0], None)
-        op = getattr(packet, name.partition(".")[2] or "default", None) if packet is not None else None
-        if isinstance(op, OpOverload) and _is_functional_composite(op):
-            ops.append(op)
-    return tuple(ops)
+_FUNCTIONAL: dict[OpOverload, bool] = {}
+"""op -> whether it is functional, as ``_is_functional_composite`` found (its schema and
+torch's lists of ops never change for an op once made)."""
+
+
+def kept_whole(op: OpOverload) -> bool:
+    """Whether a trace keeps ``op`` whole: an op with a ``CompositeImplicitAutograd`` kernel,
+    ATen's or a custom namespace's (prims never), that writes to and aliases nothing."""
+    if not has_composite_kernel(op):  # (asked each time: a library may register one later)
+        return False
+    known = _FUNCTIONAL.get(op)
+    if known is None:
+        known = _FUNCTIONAL[op] = op.namespace not in ("prim", "prims") and _is_functional_composite(op)
+    return known
 
 
 def functional_composite_ops() -> tuple[OpOverload, ...]:
-    """Every functional composite op to keep whole, ATen's and custom namespaces'.
+    """Every op registered now that a trace would keep whole (``kept_whole``).
 
-    Recomputed only when the set of registered composite kernels changes (libraries
-    register custom ops after import).
+    Making every op's Python object costs a first export more than the trace itself, so a
+    trace never lists them: it installs each op's table as the dispatcher first meets the
+    op (``patches._composites_kept_whole``).  This list is for looking, and for tests.
     """
-    return _functional_composites_of(composite_registrations())
+    ops = []
+    for qualname in composite_registrations():
+        namespace, _, name = qualname.partition("::")
+        if not hasattr(torch.ops, namespace):
+            continue
+        packet = getattr(getattr(torch.ops, namespace), name.partition(".")[0], None)
+        op = getattr(packet, name.partition(".")[2] or "default", None) if packet is not None else None
+        if isinstance(op, OpOverload) and kept_whole(op):
+            ops.append(op)
+    return tuple(ops)
 
 
 Active = Callable[[], bool]

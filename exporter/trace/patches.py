@@ -26,6 +26,8 @@ from .._torch_internals import (
     OpOverload,
     autocast_keys_excluded,
     clear_dispatch_cache,
+    ops_with_cached_kernels,
+    on_dispatch_miss,
     compare_tensor_meta,
     compiler_flags,
     dynamo_compile_lock,
@@ -51,7 +53,7 @@ from .kernels import (
     checked_conversion,
     composite_kernels,
     forget_composite_kernels,
-    functional_composite_ops,
+    kept_whole,
 )
 from .fast import FastPaths
 from .python_ops import builtin_max, builtin_min, power, tensor_factory, tensor_getitem
@@ -332,22 +334,32 @@ def _grad_mode_restored() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _composites_kept_whole() -> Iterator[None]:
-    undo: list[tuple[OpOverload, dict, dict, int]] = []
+    # Each op's table goes in as the dispatcher first meets the op in the trace (before it
+    # chooses a kernel), and in at once for the ops it has a cached choice for: the trace
+    # then pays only for the ops the model calls, not for making every composite op's
+    # Python object up front.
+    installed: dict[OpOverload, tuple[dict, dict, int, bool]] = {}
     fake_rules = fake_impls.op_implementations_dict
-    added_rules: list[OpOverload] = []
+
+    def keep(op: OpOverload) -> None:
+        if op in installed or not tracing_here() or not kept_whole(op):
+            return
+        saved = op.py_kernels
+        table, rule = composite_kernels(op, tracing_here)
+        added_rule = op not in fake_rules
+        if added_rule:
+            fake_rules[op] = rule
+        installed[op] = (saved, table, len(table), added_rule)
+        op.py_kernels = table
+        clear_dispatch_cache(op)
+
     try:
-        for op in functional_composite_ops():
-            saved = op.py_kernels
-            table, rule = composite_kernels(op, tracing_here)
-            undo.append((op, saved, table, len(table)))
-            op.py_kernels = table
-            if op not in fake_rules:
-                fake_rules[op] = rule
-                added_rules.append(op)
-            clear_dispatch_cache(op)
-        yield
+        for op in ops_with_cached_kernels():
+            keep(op)
+        with on_dispatch_miss(keep):
+            yield
     finally:
-        for op, saved, table, size in undo:
+        for op, (saved, table, size, added_rule) in installed.items():
             if len(table) != size:
                 # Something registered a kernel while ours was installed: keep it.
                 for key, kernel in list(table.items()):
@@ -356,8 +368,8 @@ def _composites_kept_whole() -> Iterator[None]:
                 forget_composite_kernels(op)
             op.py_kernels = saved
             clear_dispatch_cache(op)
-        for op in added_rules:
-            fake_rules.pop(op, None)
+            if added_rule:
+                fake_rules.pop(op, None)
 
 
 _VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)

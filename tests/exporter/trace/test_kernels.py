@@ -1,6 +1,10 @@
 """Functional composite ops are recorded whole with their real kernels' outputs; conversions are checked."""
 
 import collections
+import json
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -296,3 +300,39 @@ def test_a_kept_whole_composites_result_is_written_in_place_in_grad_mode(ir, dyn
     if dynamic:
         y, b = torch.randn(2, 7, 8), torch.randn(2, 7, 7)
         torch.testing.assert_close(ep.module()(y, b)[0], model(y, b)[0])
+
+
+class Bilinear(torch.nn.Module):
+    def forward(self, x, w):
+        return F.bilinear(x, x, w).sum(-1) + F.pairwise_distance(x, x)
+
+
+def test_a_composite_first_met_in_the_trace_is_kept_whole():
+    # A fresh process has made no composite op's Python object yet: each op's table goes
+    # in as the dispatcher first meets it, before it chooses the op's kernel.
+    code = textwrap.dedent(
+        """
+        import json
+        import torch
+        import exporter
+        from tests.exporter.trace.test_kernels import Bilinear
+
+        ep = exporter.export(Bilinear(), (torch.randn(2, 3), torch.randn(4, 3, 3)))
+        print(json.dumps(sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function"})))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    oracle = torch.export.export(Bilinear(), (torch.randn(2, 3), torch.randn(4, 3, 3))).run_decompositions({})
+    expected = sorted({str(n.target) for n in oracle.graph.nodes if n.op == "call_function"})
+    assert json.loads(out.splitlines()[-1]) == expected
+    assert "aten.bilinear.default" in expected
+
+
+def test_a_composite_whose_kernel_choice_is_cached_is_kept_whole():
+    # The Python dispatcher caches the kernel it chose for each key; an op it chose one for
+    # outside a trace never misses in the trace, so its table goes in at once.
+    x, w = torch.randn(2, 3), torch.randn(4, 3)
+    with torch._dispatch.python.enable_python_dispatcher():
+        F.linear(x, w)
+    assert torch.ops.aten.linear.default._dispatch_cache
+    test_linear_and_attention_are_single_nodes()

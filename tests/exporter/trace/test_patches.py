@@ -59,12 +59,14 @@ def _global_state():
         "tensor": torch.tensor,
         "tensor metadata": getattr(*MAKE_FX_TENSOR_METADATA),
         "higher-order op call": HigherOrderOperator.__dict__["__call__"],
+        "dispatch miss": torch._ops.OpOverload.__dict__["_get_dispatch"],
     }
 
 
 def test_patches_are_active_inside_and_undone_on_exit():
     before = _global_state()
     with tracing_patches(fast=FastPaths.resolve(True)):
+        F.linear(torch.ones(1, 2), torch.ones(3, 2))  # a composite's table goes in as it is first met
         inside = _global_state()
         torch.set_grad_enabled(False)
     changed = {key for key in before if inside[key] != before[key]}
