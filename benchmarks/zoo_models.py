@@ -699,6 +699,11 @@ def _fit_derived_sizes(config: dict[str, Any]) -> None:
         config["swa_head_dim"] = config["qk_nope_head_dim"] + config.get("qk_rope_head_dim", 0)
     if isinstance(config.get("upsample_groups"), int) and isinstance(width, int):
         config["upsample_groups"] = min(config["upsample_groups"], width)
+    window = config.get("n_window")
+    if isinstance(window, int) and isinstance(config.get("max_source_positions"), int) and "num_mel_bins" in config:
+        # A chunked audio encoder's chunk (2 * n_window frames, halved at least once by its
+        # convolutions; some hard-code the lengths a chunk gives) must fit its positions.
+        config["max_source_positions"] = max(config["max_source_positions"], window)
     channels = config.get("output_channels")
     if isinstance(config.get("num_pos_feats"), int) and isinstance(channels, int):
         # Sine and cosine of each positional frequency span the output channels (SAM).
@@ -790,6 +795,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "lfm2_moe": {"layer_types": ["conv", "full_attention"]},
     "deepseek_ocr2": {"text_config": {"mlp_layer_types": ["dense", "sparse"]}},
     "deepseek_ocr2_text": {"mlp_layer_types": ["dense", "sparse"]},
+    # The SAM neck narrows down to the width of the encoder its tokens go through.
+    "deepseek_ocr2_vision": {"sam_config": {"downsample_channels": [WIDTH, WIDTH]}},
     "esm": {"pad_token_id": 1},
     "chameleon": {"vocabulary_map": {"<image>": VOCAB - 1}},
     "cohere_compass": {"text_config": {"rope_parameters": {"full_attention": {"rope_type": "default",
@@ -1250,6 +1257,14 @@ def _generic_sets(h: Inputs, main: str) -> list[tuple[dict[str, Any], str]]:
         sets.append(({main: _pixel_values(config, gen)}, ""))
         if "input_ids" in params:
             sets.append(({**_text(config, gen), main: _pixel_values(config, gen)}, "image and text"))
+    elif main == "input_features" and "feature_lens" in params:
+        # Qwen-Omni's audio encoder: every clip's mel frames packed into one [mel, frames]
+        # sequence, and each clip's frame count.
+        for features in _audio_features(config, gen)[:1]:
+            frames = features.shape[-1]
+            packed = features.permute(1, 0, 2).reshape(features.shape[1], -1)
+            sets.append(({"input_features": packed, "feature_lens": torch.tensor([frames] * BATCH)},
+                         "clips packed into one sequence, and their lengths"))
     elif main == "input_features":
         sets += [({"input_features": features}, "") for features in _audio_features(config, gen)]
     elif main == "input_values":
@@ -1432,6 +1447,16 @@ def _complete(h: Inputs, inputs: dict[str, Any], optional: bool = False) -> None
             inputs[name] = _boxes(h, length)
         elif name in ("token_type_ids",):
             inputs[name] = torch.zeros(BATCH, length, dtype=torch.long)
+        elif name == "num_patches" and isinstance(inputs.get("inputs_embeds"), torch.Tensor):
+            # How many image patch tokens open the embedded sequence (DeepSeek-OCR 2's
+            # encoder: image patches, then queries): half of it.
+            inputs[name] = inputs["inputs_embeds"].shape[1] // 2
+        elif name.endswith("sample_lengths") and "input_features" in inputs and _first([h.config], "hop_length"):
+            # Waveform samples behind each example's mel frames (Dots3 Note's audio chunks).
+            features = inputs["input_features"]
+            frames = features.shape[-1] if features.shape[1] == _first([h.config], "num_mel_bins", "feature_size") \
+                else features.shape[1]
+            inputs[name] = torch.full((features.shape[0],), frames * h.config.hop_length, dtype=torch.long)
         elif name in ("input_features_mask", "feature_attention_mask") and "input_features" in inputs:
             features = inputs["input_features"]
             frames = features.shape[-1] if features.shape[1] == _first(

@@ -184,3 +184,23 @@ def test_a_vq_vaes_attention_stays_as_wide_as_its_deepest_level(zoo):
     built = zoo.build("emu3_vqgan", "Emu3VQVAEDecoder")
     assert built.kwargs["quant_states"].shape[2] == config.embed_dim
     assert built.kwargs["hidden_states"].shape[2] == config.latent_channels
+
+
+def test_an_audio_encoder_fed_packed_clips_gets_them_with_their_lengths(zoo):
+    built = zoo.build("qwen2_5_omni_audio_encoder", "Qwen2_5OmniAudioEncoder")
+    features, lengths = built.kwargs["input_features"], built.kwargs["feature_lens"]
+    assert features.shape[0] == built.model.config.num_mel_bins
+    assert lengths.shape == (zoo.BATCH,) and int(lengths.sum()) == features.shape[1]
+    config = built.model.config
+    assert config.max_source_positions >= config.n_window
+
+
+def test_lengths_in_samples_follow_the_mel_frames_and_their_hop(zoo):
+    built = zoo.build("dots3_note_audio_encoder", zoo.cases("dots3_note_audio_encoder")[0])
+    features, samples = built.kwargs["input_features"], built.kwargs["chunk_sample_lengths"]
+    assert (samples == features.shape[-1] * built.model.config.hop_length).all()
+
+
+def test_a_count_of_leading_patch_tokens_fits_the_embedded_sequence(zoo):
+    built = zoo.build("deepseek_ocr2_encoder", zoo.cases("deepseek_ocr2_encoder")[0])
+    assert 0 < built.kwargs["num_patches"] < built.kwargs["inputs_embeds"].shape[1]
