@@ -699,6 +699,12 @@ def _fit_derived_sizes(config: dict[str, Any]) -> None:
         config["swa_head_dim"] = config["qk_nope_head_dim"] + config.get("qk_rope_head_dim", 0)
     if isinstance(config.get("upsample_groups"), int) and isinstance(width, int):
         config["upsample_groups"] = min(config["upsample_groups"], width)
+    ratio = config.get("pixel_shuffle_ratio")
+    if isinstance(ratio, float) and isinstance(config.get("projector_input_dim"), int) and isinstance(width, int):
+        # Llama 4's vision adapter takes the pixel-shuffled patches: the width over the ratio
+        # squared, which is the MLP's intermediate size.
+        config["intermediate_size"] = int(width / ratio**2)
+        config["projector_input_dim"] = config["projector_output_dim"] = min(config["projector_input_dim"], WIDTH)
     window = config.get("n_window")
     if isinstance(window, int) and isinstance(config.get("max_source_positions"), int) and "num_mel_bins" in config:
         # A chunked audio encoder's chunk (2 * n_window frames, halved at least once by its
@@ -1232,6 +1238,14 @@ def _flat_patch_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
         if "merge_sizes" in h.params:
             inputs["merge_sizes"] = torch.tensor([max(1, grid[0, 1].item() // 2)] * BATCH)
         sets.append((inputs, "flattened patches and their grid"))
+    # Towers that embed each patch as a small image: the same patches unflattened, as images
+    # [N, C, p, p] (Kimi K2.5) or one sequence of them [1, N, C, p, p] (PaddleOCR-VL).
+    patches, grid = _flat_patches(h.config, h.gen, 1)
+    channels = _first(_vision(h.config), "in_channels", "num_channels", default=3)
+    patch = max(_pair(_first(_vision(h.config), "patch_size", default=PATCH)))
+    images = patches.view(-1, channels, patch, patch)
+    sets.append(({main: images, grid_name: grid}, "patches as images, and their grid"))
+    sets.append(({main: images.unsqueeze(0), grid_name: grid}, "patches as one sequence of images, and their grid"))
     return sets
 
 
@@ -1543,12 +1557,13 @@ def _positioned_patch_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
 
 
 def _target_size_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
-    """MiniCPM-V's vision tower: an image and its patch grid's size."""
-    image = h.image()
-    _, patch, _ = _patch_grid_side(h)
-    grid = torch.tensor([[image.shape[-2] // patch, image.shape[-1] // patch]] * BATCH, dtype=torch.int32)
+    """MiniCPM-V's vision tower: every image's patches packed side by side into one strip
+    [1, C, patch, patches * patch], as its processor packs them, and each image's patch grid."""
+    channels, patch, side = _patch_grid_side(h)
+    strip = h.randn(1, channels, patch, BATCH * side * side * patch)
+    grid = torch.tensor([[side, side]] * BATCH, dtype=torch.int32)
     name = "target_sizes" if "target_sizes" in h.params else "tgt_sizes"
-    return [({"pixel_values": image, name: grid}, "image and its patch grid")]
+    return [({"pixel_values": strip, name: grid}, "images' patches packed in a strip, and their grids")]
 
 
 def _tiled_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:

@@ -204,3 +204,26 @@ def test_lengths_in_samples_follow_the_mel_frames_and_their_hop(zoo):
 def test_a_count_of_leading_patch_tokens_fits_the_embedded_sequence(zoo):
     built = zoo.build("deepseek_ocr2_encoder", zoo.cases("deepseek_ocr2_encoder")[0])
     assert 0 < built.kwargs["num_patches"] < built.kwargs["inputs_embeds"].shape[1]
+
+
+def test_a_packing_vision_tower_gets_its_images_patches_in_one_strip(zoo):
+    built = zoo.build("minicpm_ocr_vision", zoo.cases("minicpm_ocr_vision")[0])
+    strip, grids = built.kwargs["pixel_values"], built.kwargs["target_sizes"]
+    patch = built.model.config.patch_size
+    assert strip.shape[0] == 1 and strip.shape[2] == patch
+    assert strip.shape[3] // patch == int(grids.prod(-1).sum())
+
+
+def test_a_pixel_shuffling_adapter_takes_the_shuffled_width(zoo):
+    config = zoo.tiny_config("llama4_vision_model")
+    assert config.intermediate_size == int(config.hidden_size / config.pixel_shuffle_ratio**2)
+    assert config.projector_input_dim <= zoo.WIDTH
+
+
+@pytest.mark.parametrize("model_type, dims", [("kimi_k25_vision", 4), ("paddleocr_vl_vision", 5)])
+def test_patches_embedded_as_small_images_keep_their_grid(zoo, model_type, dims):
+    built = zoo.build(model_type, zoo.cases(model_type)[0])
+    patches, grid = built.kwargs["pixel_values"], built.kwargs["grid_thw"]
+    assert patches.dim() == dims
+    assert patches.shape[-1] == patches.shape[-2] == built.model.config.patch_size
+    assert int(grid.prod(-1).sum()) == patches.shape[-4]
