@@ -497,6 +497,10 @@ def shrink(config: dict[str, Any]) -> dict[str, Any]:
     _follow_shrunk_channels(config, out)
     _fit_stage_channels(config, out)
     _fit_backbone(out)
+    if isinstance(out.get("convstream_hidden_sizes"), list) and _is_config_dict(out.get("backbone_config")):
+        # ViTMatte fuses the backbone's map, upsampled twice per stage of its detail stream
+        # (each halving the image), with the image itself: the patch is 2 ** (stages + 1).
+        out["backbone_config"]["patch_size"] = 2 ** (len(out["convstream_hidden_sizes"]) + 1)
     if "use_cache" in out:
         out["use_cache"] = False
     if any(isinstance(out.get(k), int) for k in EXPERT_KEYS):
@@ -912,23 +916,38 @@ OVERRIDES: dict[str, dict[str, Any]] = {
 KEPT_UNDECLARED = frozenset({"model_type", "_name_or_path", "output_attentions", "num_classes", "label_names"})
 
 
-def _drop_derived(values: dict[str, Any], config_class: type) -> None:
+def _drop_derived(values: dict[str, Any], config_class: type, original: dict[str, Any] | None = None) -> None:
     """Remove, in place, the attributes a config derives from its fields in ``__post_init__``
     (BROS's bbox embedding sizes, Zamba2's hybrid layer ids): ``to_dict`` lists them with the
-    default's values, and passed back they would override what the tiny fields derive."""
+    default's values, and passed back they would override what the tiny fields derive. A
+    size field that defaults to None and that the shrinking left at the default's derived
+    value (Zamba's ``attention_hidden_size``, twice the width) is unset again, to be derived
+    anew from the tiny fields."""
     try:
-        fields = {field.name for field in dataclasses.fields(config_class)}
+        fields = {field.name: field for field in dataclasses.fields(config_class)}
     except TypeError:
         return
+    original = original or {}
     layers = next((values[k] for k in sorted(LAYER_KEYS) if isinstance(values.get(k), int)), None)
     for key in list(values):
         per_layer = isinstance(values[key], list) and len(values[key]) == layers  # cut to the layers by shrink
         if key not in fields and key not in KEPT_UNDECLARED and not per_layer:
             del values[key]
+        elif key in fields and fields[key].default is None and _is_size(values[key]) and \
+                values[key] == original.get(key) and key.endswith(DERIVED_SIZE_SUFFIXES):
+            values[key] = None
     for key, sub_class in (getattr(config_class, "sub_configs", None) or {}).items():
         if _is_config_dict(values.get(key)) and isinstance(sub_class, type) and \
                 getattr(sub_class, "model_type", None) == values[key]["model_type"]:
-            _drop_derived(values[key], sub_class)
+            _drop_derived(values[key], sub_class, original.get(key) if _is_config_dict(original.get(key)) else None)
+
+
+# Names of sizes a config may derive from its width when left unset.
+DERIVED_SIZE_SUFFIXES = ("_hidden_size", "_dim")
+
+
+def _is_size(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _merge(values: dict[str, Any], override: dict[str, Any]) -> None:
@@ -949,7 +968,7 @@ def tiny_config(model_type: str) -> transformers.PreTrainedConfig:
         raise NotBuilt(f"config not tinyfiable: default {config_class.__name__}() fails: {_headline(e)}") from e
     original = default.to_dict()
     values = shrink(original)
-    _drop_derived(values, config_class)
+    _drop_derived(values, config_class, original)
     _merge(values, OVERRIDES.get(model_type, {}))
     for sub in _config_dicts(values):
         _fit_timm_backbone(sub)

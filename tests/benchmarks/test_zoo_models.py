@@ -227,3 +227,13 @@ def test_patches_embedded_as_small_images_keep_their_grid(zoo, model_type, dims)
     assert patches.dim() == dims
     assert patches.shape[-1] == patches.shape[-2] == built.model.config.patch_size
     assert int(grid.prod(-1).sum()) == patches.shape[-4]
+
+
+def test_a_size_the_default_derived_is_derived_again_from_the_tiny_width(zoo):
+    config = zoo.tiny_config("zamba")
+    assert config.attention_hidden_size == 2 * config.hidden_size
+
+
+def test_a_matting_backbones_patch_matches_its_detail_streams_depth(zoo):
+    config = zoo.tiny_config("vitmatte")
+    assert config.backbone_config.patch_size == 2 ** (len(config.convstream_hidden_sizes) + 1)
