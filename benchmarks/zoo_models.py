@@ -1661,6 +1661,28 @@ def _dia_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
     return [({**h.text(), "decoder_input_ids": codes}, "text and audio codes")]
 
 
+def _dia_decoder_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """Dia's decoder alone: audio codes, one per channel (codebook), attending to the text
+    encoder's states."""
+    c = h.config
+    codes = torch.randint(0, c.vocab_size, (BATCH, SEQ, c.num_channels), generator=h.gen)
+    width = _first([c], "cross_hidden_size", "encoder_hidden_size", default=h.width())
+    return [({"input_ids": codes, "encoder_hidden_states": h.randn(BATCH, SEQ, width)}, "audio codes and text states"),
+            ({"input_ids": codes}, "audio codes")]
+
+
+def _byte_patch_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """BLT's local models, each alone: the encoder reads bytes grouped into patches of two
+    (``patch_ids`` name each byte's patch), the decoder byte embeddings and the global
+    model's patch states (``hidden_size_global`` wide)."""
+    c, patches = h.config, SEQ // 2
+    if "patch_ids" in h.params:
+        ids = torch.arange(SEQ).div(2, rounding_mode="floor").expand(BATCH, -1).contiguous()
+        return [({"input_ids": h.ids(), "num_patches": patches, "patch_ids": ids}, "bytes and their patches")]
+    return [({"inputs_embeds": h.randn(BATCH, SEQ, c.hidden_size),
+              "patch_embeds": h.randn(BATCH, patches, c.hidden_size_global)}, "byte embeddings and patch states")]
+
+
 def _whole_token_audio_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
     """Muse Spark's audio encoder: a waveform of whole output tokens of samples."""
     return [({"input_values": h.randn(BATCH, 2 * h.config.samples_per_token)}, "whole output tokens of samples")]
@@ -1734,7 +1756,8 @@ RECIPES: dict[str, Recipe] = {
     "muse_glimmer_assistant": _drafter_sets, "unlimited_ocr_vision_encoder": _feature_map_sets,
     "gemma3n_audio": _mel_mask_sets, "phi4_multimodal_audio": _conformer_sets,
     "speech-encoder-decoder": _speech_encoder_decoder_sets,
-    "dia": _dia_sets,
+    "dia": _dia_sets, "dia_decoder": _dia_decoder_sets,
+    "blt_local_encoder": _byte_patch_sets, "blt_local_decoder": _byte_patch_sets,
     "blip-2": _blip_sets, "instructblip": _blip_sets, "instructblipvideo": _blip_sets,
     "kosmos-2": _kosmos2_sets, "idefics": _idefics_sets, "clap": _clap_sets, "clap_audio_model": _clap_sets,
 }

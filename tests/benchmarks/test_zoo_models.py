@@ -237,3 +237,15 @@ def test_a_size_the_default_derived_is_derived_again_from_the_tiny_width(zoo):
 def test_a_matting_backbones_patch_matches_its_detail_streams_depth(zoo):
     config = zoo.tiny_config("vitmatte")
     assert config.backbone_config.patch_size == 2 ** (len(config.convstream_hidden_sizes) + 1)
+
+
+def test_a_codec_decoder_alone_takes_a_code_per_codebook(zoo):
+    built = zoo.build("dia_decoder", zoo.cases("dia_decoder")[0])
+    assert built.kwargs["input_ids"].shape[-1] == built.model.config.num_channels
+
+
+def test_byte_models_parts_get_bytes_grouped_into_patches(zoo):
+    encoder = zoo.build("blt_local_encoder", zoo.cases("blt_local_encoder")[0])
+    assert int(encoder.kwargs["patch_ids"].max()) + 1 == encoder.kwargs["num_patches"]
+    decoder = zoo.build("blt_local_decoder", zoo.cases("blt_local_decoder")[0])
+    assert decoder.kwargs["patch_embeds"].shape[-1] == decoder.model.config.hidden_size_global
