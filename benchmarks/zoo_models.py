@@ -1433,7 +1433,39 @@ def _recipe(h: Inputs, model_type: str) -> list[tuple[dict[str, Any], str]]:
         return _mask_embedding_sets(h)
     if _required(params) == ["hidden_states", "quant_states"]:
         return _vq_decoder_sets(h)
+    if {"vision_features", "vision_pos_embeds", "text_features"} <= params.keys() \
+            or {"box_embeddings", "img_feats"} <= params.keys() \
+            or {"decoder_queries", "backbone_features"} <= params.keys():
+        return _detr_stage_sets(h)
     return []
+
+
+def _detr_stage_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:
+    """SAM 3's DETR stages alone, fed as SAM 3 feeds them: FPN maps of the config's width
+    (coarsest a 4 x 4 grid, each finer level twice the side; as many as the pixel decoder
+    upsamples through) with their position encodings, the prompt's features and mask, box
+    prompts (centre and size, labelled positive), and the decoder's queries."""
+    width, grid, params = h.width(), 4, h.params
+    levels = _first([h.config], "num_upsampling_stages", default=3)
+    maps = [h.randn(BATCH, width, grid * 2 ** i, grid * 2 ** i) for i in reversed(range(levels))]
+    positions = [h.randn(*m.shape) for m in maps]
+    prompt, prompt_mask = h.randn(BATCH, SEQ, width), torch.ones(BATCH, SEQ, dtype=torch.bool)
+    if "vision_features" in params:  # the DETR encoder: the coarsest map and the prompt
+        inputs = {"vision_features": maps[-1:], "vision_pos_embeds": positions[-1:], "text_features": prompt,
+                  "text_mask": prompt_mask}
+        return [(inputs, "the coarsest FPN map and the prompt's features")]
+    if "box_embeddings" in params:  # the geometry encoder: boxes over the FPN maps
+        boxes = 2
+        inputs = {"box_embeddings": torch.rand(BATCH, boxes, 4, generator=h.gen) * 0.5 + 0.25,
+                  "box_mask": torch.ones(BATCH, boxes, dtype=torch.bool),
+                  "box_labels": torch.ones(BATCH, boxes, dtype=torch.long),
+                  "img_feats": tuple(maps), "img_pos_embeds": tuple(positions)}
+        return [(inputs, "box prompts over the FPN maps")]
+    queries = _first([h.config], "num_queries", default=SEQ)
+    inputs = {"decoder_queries": h.randn(BATCH, queries, width), "backbone_features": maps,
+              "encoder_hidden_states": h.randn(BATCH, grid * grid, width), "prompt_features": prompt,
+              "prompt_mask": prompt_mask}
+    return [(inputs, "queries, FPN maps, encoded image and prompt")]
 
 
 def _vq_decoder_sets(h: Inputs) -> list[tuple[dict[str, Any], str]]:

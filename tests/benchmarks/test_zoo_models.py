@@ -249,3 +249,14 @@ def test_byte_models_parts_get_bytes_grouped_into_patches(zoo):
     assert int(encoder.kwargs["patch_ids"].max()) + 1 == encoder.kwargs["num_patches"]
     decoder = zoo.build("blt_local_decoder", zoo.cases("blt_local_decoder")[0])
     assert decoder.kwargs["patch_embeds"].shape[-1] == decoder.model.config.hidden_size_global
+
+
+def test_detr_stages_get_fpn_maps_whose_coarsest_the_encoded_image_fills(zoo):
+    decoder = zoo.build("sam3_mask_decoder", zoo.cases("sam3_mask_decoder")[0])
+    maps = decoder.kwargs["backbone_features"]
+    assert len(maps) == decoder.model.config.num_upsampling_stages
+    assert [m.shape[-1] for m in maps] == sorted((m.shape[-1] for m in maps), reverse=True)
+    coarsest = maps[-1].shape[-2] * maps[-1].shape[-1]
+    assert decoder.kwargs["encoder_hidden_states"].shape[1] == coarsest
+    encoder = zoo.build("sam3_detr_encoder", zoo.cases("sam3_detr_encoder")[0])
+    assert len(encoder.kwargs["vision_features"]) == len(encoder.kwargs["vision_pos_embeds"]) == 1
