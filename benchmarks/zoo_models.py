@@ -733,14 +733,17 @@ def _fit_vq_width(original: dict[str, Any], config: dict[str, Any]) -> None:
 
 
 def _follow_shrunk_channels(original: dict[str, Any], config: dict[str, Any]) -> None:
-    """An input channel count (``post_conv_in_channels``) that the shrinking left as it was
-    but that equals the original of a size that shrank (``output_channels``) takes what is
-    fed to it: that size's new value, in place. Channel sizes are preferred as the source."""
+    """An input channel count (``post_conv_in_channels``), or a convolution's output channel
+    count that feeds a block of the model's width (``depthwise_separable_out_channel``), that
+    the shrinking left as it was but that equals the original of a size that shrank
+    (``output_channels``, ``hidden_size``) takes that size's new value, in place. Channel
+    sizes are preferred as the source."""
     shrunk = {key: value for key, value in config.items()
               if isinstance(value, int) and not isinstance(value, bool) and original.get(key) != value
               and isinstance(original.get(key), int)}
     for key, value in list(config.items()):
-        if not key.endswith("in_channels") or not isinstance(value, int) or key in shrunk or original.get(key) != value:
+        follows = key.endswith(("in_channels", "_out_channel"))  # Phi-4's conformer: depthwise_separable_out_channel
+        if not follows or not isinstance(value, int) or key in shrunk or original.get(key) != value:
             continue
         sources = sorted((k for k in shrunk if original[k] == value), key=lambda k: "channels" not in k)
         if sources:

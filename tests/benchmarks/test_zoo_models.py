@@ -44,6 +44,8 @@ def test_an_input_channel_count_follows_the_size_that_feeds_it(zoo):
     assert vision["post_conv_mid_channels"] == 512 and vision["num_channels"] == 3
     unrelated = zoo.shrink({"hidden_size": 768, "in_channels": 3})
     assert unrelated["in_channels"] == 3
+    conformer = zoo.shrink({"hidden_size": 1024, "depthwise_separable_out_channel": 1024, "ext_pw_out_channel": 1024})
+    assert conformer["depthwise_separable_out_channel"] == conformer["ext_pw_out_channel"] == conformer["hidden_size"]
 
 
 def test_a_backbones_stages_and_the_head_on_it_shrink_together(zoo):
