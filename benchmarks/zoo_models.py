@@ -622,6 +622,23 @@ def _fit_feature_sizes(original: dict[str, Any], config: dict[str, Any]) -> None
                 other["patch_size"] = max(1, max(_pair(other["image_size"])) // max(sub["backbone_feature_sizes"][-1]))
 
 
+def _fit_neck_channels(original: dict[str, Any], config: dict[str, Any]) -> None:
+    """A SAM neck's ``downsample_channels`` that end at the width of the encoder its tokens go
+    through (Unlimited-OCR's CLIP encoder after its SAM encoder) rescaled to end at that
+    width as it shrank, in place."""
+    pairs = _paired_dicts(config, original)
+    widths = {before["hidden_size"]: sub["hidden_size"] for sub, before in pairs
+              if _is_size(before.get("hidden_size")) and _is_size(sub.get("hidden_size"))
+              and sub["hidden_size"] < before["hidden_size"]}
+    for sub, before in pairs:
+        channels = sub.get("downsample_channels")
+        if not (isinstance(channels, list) and channels == before.get("downsample_channels")
+                and all(_is_size(v) for v in channels) and channels[-1] in widths):
+            continue
+        width = widths[channels[-1]]
+        sub["downsample_channels"] = [max(8, round(v * width / channels[-1])) for v in channels[:-1]] + [width]
+
+
 def _fit_timm_backbone(config: dict[str, Any]) -> None:
     """A neck on a timm backbone (EdgeTAM's FPN) takes the channels that backbone puts out at
     each feature level, deepest first, in place."""
@@ -976,6 +993,7 @@ def tiny_config(model_type: str) -> transformers.PreTrainedConfig:
     for sub in _config_dicts(values):
         _fit_timm_backbone(sub)
     _fit_feature_sizes(original, values)
+    _fit_neck_channels(original, values)
     _remap_special_ids(values)
     values.pop("transformers_version", None)
     try:

@@ -262,3 +262,8 @@ def test_detr_stages_get_fpn_maps_whose_coarsest_the_encoded_image_fills(zoo):
     assert decoder.kwargs["encoder_hidden_states"].shape[1] == coarsest
     encoder = zoo.build("sam3_detr_encoder", zoo.cases("sam3_detr_encoder")[0])
     assert len(encoder.kwargs["vision_features"]) == len(encoder.kwargs["vision_pos_embeds"]) == 1
+
+
+def test_a_sam_neck_narrows_to_the_width_of_the_encoder_after_it(zoo):
+    config = zoo.tiny_config("unlimited_ocr_vision")
+    assert config.sam_config.downsample_channels[-1] == config.encoder_config.hidden_size
