@@ -825,6 +825,9 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "lfm2_moe": {"layer_types": ["conv", "full_attention"]},
     "deepseek_ocr2": {"text_config": {"mlp_layer_types": ["dense", "sparse"]}},
     "deepseek_ocr2_text": {"mlp_layer_types": ["dense", "sparse"]},
+    # CLVP's rotary embedding rotates at least 32 channels of a head: one head of the width.
+    "clvp_encoder": {"num_attention_heads": 1},
+    "clvp": {"text_config": {"num_attention_heads": 1}, "speech_config": {"num_attention_heads": 1}},
     # The SAM neck narrows down to the width of the encoder its tokens go through.
     "deepseek_ocr2_vision": {"sam_config": {"downsample_channels": [WIDTH, WIDTH]}},
     "esm": {"pad_token_id": 1},

@@ -267,3 +267,8 @@ def test_detr_stages_get_fpn_maps_whose_coarsest_the_encoded_image_fills(zoo):
 def test_a_sam_neck_narrows_to_the_width_of_the_encoder_after_it(zoo):
     config = zoo.tiny_config("unlimited_ocr_vision")
     assert config.sam_config.downsample_channels[-1] == config.encoder_config.hidden_size
+
+
+def test_clvp_heads_are_wide_enough_for_its_rotary_floor(zoo):
+    config = zoo.tiny_config("clvp_encoder")
+    assert config.hidden_size // config.num_attention_heads >= 32
