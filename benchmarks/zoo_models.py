@@ -872,7 +872,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "mistral_large4": {"text_config": {"kv_source_layers": [0, 1]}},
     # Window attention over a grid of 2 x 2 windows of the tiny image.
     "lw_detr_vit": {"num_windows": 4, "num_windows_side": 2},
-    "lw_detr": {"backbone_config": {"num_windows": 4, "num_windows_side": 2}},
+    # The default config projects no backbone level (its checkpoints project one).
+    "lw_detr": {"backbone_config": {"num_windows": 4, "num_windows_side": 2}, "projector_scale_factors": [1.0]},
     # A head wide enough for M-RoPE's two axes to rotate whole pairs of frequencies.
     "neomme": {"head_dim": 16},
     # The adaptor narrows the text width by four; the layer split sums to the layer count.
