@@ -21,6 +21,7 @@ from torch._subclasses.fake_tensor import (
 from torch.fx.experimental import proxy_tensor
 
 __all__ = [
+    "BATCH_NORMS",
     "PRE_DISPATCH_LOOKUP",
     "storage_key",
     "fx_tracing_flag",
@@ -30,6 +31,7 @@ __all__ = [
     "default_device",
     "fake_cache_would_serve",
     "fake_empty",
+    "has_symbolic_layout",
     "fake_flat_restrided",
     "fake_empty_strided",
     "fake_of_plain_tensor",
@@ -40,6 +42,7 @@ __all__ = [
     "is_make_fx_mode",
     "lazily_known",
     "lazy_graph_module",
+    "meta_kernel_for",
     "MAKE_FX_TENSOR_METADATA",
     "needs_exact_strides",
     "node_name_for",
@@ -53,6 +56,7 @@ __all__ = [
     "shape_env_version",
     "snapshot_fake",
     "symint_of",
+    "takes_python_decomposition",
     "tensor_meta",
     "tensor_metadata_with",
 ]
@@ -506,3 +510,58 @@ for ``direct_pre_dispatch`` to replace."""
 def storage_key(t: torch.Tensor) -> int:
     """An identity of ``t``'s storage, equal for every tensor over the same storage."""
     return t.untyped_storage()._cdata
+
+
+def has_symbolic_layout(t: torch.Tensor) -> bool:
+    """Whether a size, stride or offset of ``t`` is symbolic."""
+    return t._has_symbolic_sizes_strides
+
+
+def takes_python_decomposition(mode: FakeTensorMode, func: OpOverload) -> bool:
+    """Whether ``mode`` computes a static call of ``func`` by running a Python decomposition
+    under fake tensors though the op has a C++ meta kernel: an op with no Python meta
+    registration whose table decomposition is ``torch._decomp``'s own (fake tensors prefer
+    those: batch norm, ``addmm`` and ``gelu`` among them)."""
+    from torch._decomp import decomposition_table, meta_table
+    from torch._subclasses.fake_tensor import torch_decomp_decompositions
+
+    name = func.name()
+    return (
+        func not in meta_table
+        and func in decomposition_table
+        and not mode.cpp_meta_supports_symint(func)
+        and torch_decomp_decompositions(func)
+        and torch._C._dispatch_has_kernel_for_dispatch_key(name, "Meta")
+        and not torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
+    )
+
+
+class meta_kernel_for:
+    """Within the block, ``mode`` computes ``func`` with its C++ meta kernel, as it computes
+    every op without a Python decomposition (``cpp_meta_supports_symint`` is the question
+    that sends a call past the decomposition; answered on this one mode object)."""
+
+    def __init__(self, mode: FakeTensorMode, func: OpOverload) -> None:
+        self.mode, self.func = mode, func
+        self.previous: Any = None
+
+    def __enter__(self) -> None:
+        mode, func = self.mode, self.func
+        self.previous = mode.__dict__.get("cpp_meta_supports_symint")
+        asked = mode.cpp_meta_supports_symint
+        mode.cpp_meta_supports_symint = lambda f: f is func or asked(f)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.previous is None:
+            del self.mode.cpp_meta_supports_symint
+        else:
+            self.mode.cpp_meta_supports_symint = self.previous
+
+
+BATCH_NORMS: dict[OpOverload, int | None] = {
+    torch.ops.aten._native_batch_norm_legit_no_training.default: None,
+    torch.ops.aten._native_batch_norm_legit.default: 5,
+    torch.ops.aten._native_batch_norm_legit.no_stats: 3,
+}
+"""The batch norms a model's ``batch_norm`` reaches below autograd -> the position of their
+``training`` argument (None: eval mode always)."""

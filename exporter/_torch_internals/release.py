@@ -36,7 +36,9 @@ ALLOW_UNSUPPORTED = "EXPORTER_ALLOW_UNSUPPORTED_TORCH"
 """Environment variable: when set (not 0), ``import exporter`` goes ahead on a release outside
 ``SUPPORTED``, with the fast paths off; for bringing up the next release."""
 
-FAST_PATHS = ("recorder", "symbolic_memo", "direct_fakes", "direct_pre_dispatch", "memory_formats", "deferred_code")
+FAST_PATHS = (
+    "recorder", "symbolic_memo", "direct_fakes", "direct_pre_dispatch", "memory_formats", "deferred_code", "meta_kernels",
+)
 """The fast paths, each switched on by default only on the releases its equality tests pass on."""
 
 FAST_PATHS_PROVEN: dict[str, frozenset[tuple[int, int]]] = {name: frozenset(SUPPORTED) for name in FAST_PATHS}

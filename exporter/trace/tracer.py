@@ -194,7 +194,8 @@ def _trace_once(request: _Request, kind: str, *, by_recorder: bool = False) -> _
         memo = r.fast.symbolic_memo_for(fake_mode, training=r.training)
     # what a run decided holds for that run only: the next one may decide the other way
     undone = assumptions_undone(fake_mode.shape_env) if r.decider is not None else contextlib.nullcontext()
-    with real_writes_undone(fake_mode), undone, fake_mode, memo, tracing(TracingContext(fake_mode)):
+    metas = r.fast.meta_kernels_for(fake_mode)
+    with real_writes_undone(fake_mode), undone, fake_mode, metas, memo, tracing(TracingContext(fake_mode)):
         if by_recorder:
             from .fast.recorder import record
 

@@ -35,6 +35,7 @@ class FastPaths:
     direct_pre_dispatch: bool = False
     memory_formats: bool = False
     deferred_code: bool = False
+    meta_kernels: bool = False
 
     @classmethod
     def resolve(cls, switch: bool | None = None) -> FastPaths:
@@ -85,6 +86,15 @@ class FastPaths:
         from .patches import direct_pre_dispatch
 
         return direct_pre_dispatch(is_make_fx_mode)
+
+    def meta_kernels_for(self, fake_mode: Any) -> contextlib.AbstractContextManager:
+        """The ``meta_kernels`` path, in front of ``fake_mode``'s dispatch."""
+        if not self.meta_kernels:
+            return contextlib.nullcontext()
+        from ..._torch_internals import fake_dispatch_through
+        from .meta_kernels import MetaKernels
+
+        return fake_dispatch_through(fake_mode, MetaKernels(fake_mode))
 
     def symbolic_memo_for(self, fake_mode: Any, *, training: bool) -> contextlib.AbstractContextManager:
         """A dynamic trace's ``symbolic_memo``, in front of ``fake_mode``'s dispatch."""

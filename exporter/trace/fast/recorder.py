@@ -616,6 +616,9 @@ def _memo_for(fake_mode: Any) -> dict[tuple, tuple | None]:
 def forget_fake_results() -> None:
     """Empty the memo of fake results that traces share (see ``Recorder._served``); for
     after registering a new fake or meta kernel for a built-in op.  Empties the symbolic
-    memo's shared part too."""
+    memo's shared part and the meta-kernel verdicts too."""
+    from .meta_kernels import forget_meta_verdicts
+
     _MEMOS.clear()
     forget_shared()
+    forget_meta_verdicts()
