@@ -246,7 +246,8 @@ class Joiner:
 
     def _cond(self, g: _Graph, region: Region, decision: Decision, other: Run, mapping: dict, context: dict[Site, bool]) -> None:
         run = g.run
-        sides = []
+        sides: list[_Graph] = []
+        results: list[list[Any]] = []
         for value, side_run, start, end in (
             (decision.value, run, region.start_a, region.end_a),
             (not decision.value, other, region.start_b, region.end_b),
@@ -256,8 +257,14 @@ class Joiner:
             self.span(side, start, end, {**context, decision.site: value})
             outputs = [pair[0] if side_run is run else pair[1] for pair in region.slots]
             values = [self._lookup(side, side_run, v) if isinstance(v, torch.fx.Node) else v for v in outputs]
-            side.graph.output(tuple(_not_aliasing(side.graph, v) for v in values))
             sides.append(side)
+            results.append([_not_aliasing(side.graph, v) for v in values])
+        for k, pair in enumerate(zip(*results)):
+            if not _mergeable_layouts(*pair):
+                for side, values in zip(sides, results):
+                    values[k] = _contiguous(side.graph, values[k])
+        for side, values in zip(sides, results):
+            side.graph.output(tuple(values))
         operands = _unite(self, g, sides)
         first = (run.nodes[region.start_a] if region.start_a < region.end_a else run.nodes[min(region.start_a, len(run.nodes) - 1)])
         meta = {k: first.meta[k] for k in ("stack_trace", "nn_module_stack") if k in first.meta}
@@ -358,6 +365,40 @@ def _not_aliasing(graph: torch.fx.Graph, value: Any) -> Any:
     if not isinstance(value.meta.get("val"), torch.Tensor):
         return value
     copy = graph.call_function(torch.ops.aten.clone.default, (value,))
+    copy.meta = {k: v for k, v in value.meta.items() if k in ("stack_trace", "nn_module_stack")}
+    return copy
+
+
+def _mergeable_layouts(a: Any, b: Any) -> bool:
+    """Whether torch.cond can merge the two sides' results ``a`` and ``b``: the same strides,
+    or both laid out as a contiguous tensor of their sizes is (where the sizes differ, cond
+    derives the merged strides from the merged sizes, and refuses an expanded, sliced or
+    permuted result).  Compared as written, so no size is guarded on."""
+    va, vb = map(_value_of, (a, b))
+    if not (isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor)) or va.dim() != vb.dim():
+        return True
+    strides = [tuple(map(str, v.stride())) for v in (va, vb)]
+    if strides[0] == strides[1]:
+        return True
+    return all(s == tuple(map(str, v.new_empty(v.shape).stride())) for s, v in zip(strides, (va, vb)))
+
+
+def _value_of(node: Any) -> Any:
+    """A node's fake value; for a copy ``_not_aliasing`` made (no value yet), its source's,
+    whose layout a copy keeps."""
+    if not isinstance(node, torch.fx.Node):
+        return None
+    if "val" not in node.meta and node.target is torch.ops.aten.clone.default and node.args:
+        return _value_of(node.args[0])
+    return node.meta.get("val")
+
+
+def _contiguous(graph: torch.fx.Graph, value: Any) -> Any:
+    """``value`` as a contiguous copy, in its branch: the same values, in the one layout both
+    sides of a cond can share whatever their sizes."""
+    if not isinstance(value, torch.fx.Node):
+        return value
+    copy = graph.call_function(torch.ops.aten.clone.default, (value,), {"memory_format": torch.contiguous_format})
     copy.meta = {k: v for k, v in value.meta.items() if k in ("stack_trace", "nn_module_stack")}
     return copy
 

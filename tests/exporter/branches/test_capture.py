@@ -349,6 +349,26 @@ class DifferentSizes(nn.Module):
         return x
 
 
+class DifferentLayouts(nn.Module):
+    """One side returns a transposed slice, the other an expanded column: the same values
+    would need the same layout for torch.cond, and each side's result is copied contiguous."""
+
+    def forward(self, x):
+        if (x > 0).sum() > 5:
+            y = x.t()[:2]
+        else:
+            y = x[:, :1].expand(-1, 3)
+        return y * 2
+
+
+def test_sides_of_different_layouts_join_as_contiguous_copies():
+    x = torch.randn(3, 3)
+    for example in ((x.abs() + 0.1,), (-x.abs() - 0.1,)):
+        program = exporter.export(DifferentLayouts(), example)
+        assert _conds(program) == 1
+        _matches_eager(program, DifferentLayouts(), [(x.abs() + 0.1,), (-x.abs() - 0.1,), (x,)])
+
+
 @pytest.mark.parametrize(
     "model, marker, match",
     [
