@@ -91,6 +91,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import results  # noqa: E402
+import zoo_sides  # noqa: E402
 
 import exporter  # noqa: E402
 
@@ -154,7 +155,8 @@ class ToolResult:
     """One tool on one model: the outcome and, where it got that far, the export time."""
 
     outcome: str
-    """ok | fails | run fails | mismatch | fresh run fails | fresh mismatch | timeout | crash"""
+    """ok | fails | run fails | mismatch | fresh run fails | fresh mismatch | other-side mismatch |
+    timeout | crash"""
     seconds: float | None = None
     export_seconds: float | None = None
     """torch.export only: ``torch.export.export`` alone, before ``run_decompositions``."""
@@ -170,6 +172,9 @@ class ToolResult:
     how: str | None = None
     """exporter only: the setting the export took after the default one mismatched eager
     (``tracing_checks='eager'``), as ``--verify``'s hint says."""
+    sides: str | None = None
+    """exporter only, for a program with conds: what holding it to eager on inputs that take
+    the other side found (``zoo_sides``)."""
 
     @property
     def ok(self) -> bool:
@@ -177,9 +182,10 @@ class ToolResult:
 
     def describe(self) -> str:
         """One cell of the table: the outcome, then the error type and first line."""
-        if self.ok and self.how:
-            return f"{self.outcome} ({self.how})"
-        if self.ok or not self.error:
+        if self.ok:
+            notes = [note for note in (self.how, self.sides) if note]
+            return f"{self.outcome} ({'; '.join(notes)})" if notes else self.outcome
+        if not self.error:
             return self.outcome
         kind = f"{self.error_type}: " if self.error_type else ""
         where = f" [{self.category}]" if self.category else ""
@@ -476,7 +482,11 @@ def _run_tool(tool: str, built: zoo_models.Built, exporter_kwargs: dict[str, Any
             difference, _ = compare(expected, actual)
             if difference is not None:
                 return ToolResult("fresh mismatch", seconds, export_seconds, error=difference)
-    return ToolResult("ok", seconds, export_seconds, max_abs_diff=worst, signature=signature_rows(program))
+    sides = zoo_sides.other_sides(built.model, built.kwargs, program, compare) if tool == "exporter" and not dynamic else None
+    if sides is not None and sides.mismatch:
+        return ToolResult("other-side mismatch", seconds, export_seconds, error=sides.mismatch, sides=sides.describe())
+    return ToolResult("ok", seconds, export_seconds, max_abs_diff=worst, signature=signature_rows(program),
+                      sides=sides.describe() if sides is not None else None)
 
 
 def _describe_input(value: Any) -> str:
@@ -710,10 +720,28 @@ def summarize(rows: list[Row]) -> dict[str, Any]:
         "counts": {verdict: counts[verdict] for verdict in (*VERDICTS, *sorted(set(counts) - set(VERDICTS)))
                    if counts[verdict] or verdict in VERDICTS},
         "signatures_differ": sorted(row.model_type for row in rows if row.signature_difference),
+        "other_sides": _other_sides(rows),
         "time_ratio_geomean": math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None,
         "time_ratio_median": statistics.median(ratios) if ratios else None,
         "not_built_reasons": dict(reasons.most_common()),
     }
+
+
+def _other_sides(rows: list[Row]) -> dict[str, list[str]]:
+    """The models whose exporter program holds conds, by what holding them to eager on inputs
+    that take the other side found."""
+    found: dict[str, list[str]] = {"matches eager": [], "no input takes another side": [], "differs": []}
+    for row in rows:
+        result = row.results.get("exporter")
+        if result is None or not result.sides:
+            continue
+        if result.outcome == "other-side mismatch":
+            found["differs"].append(row.model_type)
+        elif "no generated input" in result.sides:
+            found["no input takes another side"].append(row.model_type)
+        else:
+            found["matches eager"].append(row.model_type)
+    return found
 
 
 def _seconds(result: ToolResult | None) -> str:
@@ -770,6 +798,9 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     lines += [f"  {verdict}: {count}" for verdict, count in summary["counts"].items()]
     differ = summary.get("signatures_differ", [])
     lines.append(f"  signatures differ (both ok): {len(differ)}" + (f" ({', '.join(differ)})" if differ else ""))
+    for found, models in (summary.get("other_sides") or {}).items():
+        if models:
+            lines.append(f"  captured decisions, other side {found}: {len(models)} ({', '.join(models)})")
     if summary["time_ratio_geomean"]:
         lines.append(f"  {results.TIME_RATIO}, geometric mean where both ok: {summary['time_ratio_geomean']:.2f}, "
                      f"median {summary['time_ratio_median']:.2f}")
@@ -797,6 +828,13 @@ def markdown(rows: list[Row], settings: Settings, summary: dict[str, Any]) -> st
     if summary["not_built_reasons"]:
         out += ["", "| not built because | models |", "|---|---:|"]
         out += [f"| {_md(results.literal(reason))} | {count} |" for reason, count in summary["not_built_reasons"].items()]
+    sides = {found: models for found, models in (summary.get("other_sides") or {}).items() if models}
+    if sides:
+        out += ["", "## Both sides of captured decisions", "",
+                "Each exporter program with a `torch.cond` is also run on inputs changed so that a cond "
+                "may go the other way (`zoo_sides.py`), and held to eager on each input where one does.", "",
+                "| other side | models |", "|---|---|"]
+        out += [f"| {found} | {len(models)}: {', '.join(models)} |" for found, models in sides.items()]
     kinds = {row.model_type: model_kind(row.model_type, settings.family) for row in rows}
     out += ["", "## By kind", "", kinds_table(rows, kinds)]
     out += ["", "## Not both ok", "", *not_both_ok(rows, settings, kinds)]

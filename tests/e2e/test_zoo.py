@@ -115,6 +115,41 @@ def test_a_program_that_differs_from_eager_is_exported_again_with_the_eager_path
     assert torch_result.outcome == "mismatch" and torch_result.how is None
 
 
+class _MaskGate(torch.nn.Module):
+    """A shortcut while nothing is masked: the example takes it, a padded batch does not."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = 1.0
+
+    def forward(self, x, attention_mask):
+        if attention_mask.all():
+            return x * 2
+        return x * attention_mask[..., None] * self.scale
+
+
+def test_a_program_with_a_cond_is_held_to_eager_on_inputs_that_take_the_other_side(zoo):
+    model = _MaskGate()
+    kwargs = {"x": torch.randn(2, 4, 3), "attention_mask": torch.ones(2, 4, dtype=torch.long)}
+    built = zoo.zoo_models.Built(model=model, kwargs=kwargs, output=model(**kwargs), note="")
+    result = zoo.run_tool("exporter", built, {})
+    assert result.ok and "other side matches eager on" in result.sides
+    assert "other side matches eager" in result.describe()
+    # the check finds a program wrong on the other side: here eager changed after the export
+    program = exporter.export(model, (), kwargs)
+    model.scale = 3.0
+    sides = zoo.zoo_sides.other_sides(model, kwargs, program, zoo.compare)
+    assert sides.conds == 1 and sides.other >= 1 and "attention_mask" in sides.mismatch
+
+
+def test_a_program_without_conds_has_no_other_side(zoo):
+    built = zoo.zoo_models.build("bert", "BertModel")
+    result = zoo.run_tool("exporter", built, {})
+    assert result.ok and result.sides is None
+    rows = [zoo.Row("gate", "Gate", built=True, results={"exporter": zoo.ToolResult("ok", 1.0, sides="1 cond(s), other side matches eager on 2 input(s)")})]
+    assert zoo.summarize(rows)["other_sides"]["matches eager"] == ["gate"]
+
+
 def test_a_build_over_its_time_is_not_built(zoo, monkeypatch):
     monkeypatch.setattr(zoo.zoo_models, "build", lambda *args: time.sleep(60))
     (row,) = run(zoo, ["bert"], classes="first", timeout=1, warm_up=False)

@@ -1,0 +1,146 @@
+"""The other sides of a zoo program's captured decisions: inputs that take them, and the
+program held to eager on those inputs.
+
+A program whose forward branched on a tensor's value holds a ``torch.cond`` per place the
+runs parted.  The zoo's example takes one side of each; this module makes inputs that may
+take the other: the example with each input changed in one way a real input differs (a mask
+with its second half masked, or all zeros or ones; token ids ending in padding; a float
+input negated, zeroed, scaled up or down).  The program runs each of them node by node,
+which tells which way each top-level cond went; the inputs where one went the other way are
+the ones that test a side the example did not, and the program must match eager on each.
+
+``other_sides(model, kwargs, program, compare)`` gives the verdict the zoo records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import torch
+import torch.utils._pytree as pytree
+
+__all__ = ["Sides", "candidates", "decisions_taken", "other_sides"]
+
+
+@attrs.define
+class Sides:
+    """What the other-side check found for one program."""
+
+    conds: int
+    """Top-level conds in the program."""
+    tried: int = 0
+    """Changed inputs eager accepts."""
+    other: int = 0
+    """Of those, the ones on which some cond went another way than on the example."""
+    mismatch: str | None = None
+    """The first difference from eager on such an input, with the change that made it."""
+
+    def describe(self) -> str:
+        if self.mismatch:
+            return f"other side differs: {self.mismatch}"
+        if not self.other:
+            return f"{self.conds} cond(s), no generated input takes another side"
+        return f"{self.conds} cond(s), other side matches eager on {self.other} input(s)"
+
+
+class _Recording(torch.fx.Interpreter):
+    """Runs a graph node by node, noting each top-level cond's predicate."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        super().__init__(gm)
+        self.taken: list[bool] = []
+
+    def call_function(self, target, args, kwargs):
+        if target is torch.ops.higher_order.cond:
+            self.taken.append(bool(args[0]))
+        return super().call_function(target, args, kwargs)
+
+
+def conds_in(program: torch.export.ExportedProgram) -> int:
+    return sum(1 for n in program.graph.nodes if n.op == "call_function" and n.target is torch.ops.higher_order.cond)
+
+
+def decisions_taken(module: torch.fx.GraphModule, kwargs: dict[str, Any]) -> tuple[Any, list[bool]]:
+    """The output of ``module`` (``program.module()``) on ``kwargs``, and which way each of
+    its top-level conds went.  ``kwargs`` keep the example's keys in its order, as the
+    program's input spec flattened them."""
+    flat = pytree.tree_leaves(((), kwargs))
+    recording = _Recording(module)
+    out = recording.run(*flat, enable_io_processing=False)
+    spec = getattr(module, "_out_spec", None)
+    return (pytree.tree_unflatten(list(out), spec) if spec is not None else out), recording.taken
+
+
+def _pad_id(config: Any) -> int | None:
+    for holder in (config, getattr(config, "text_config", None), getattr(config, "decoder", None)):
+        pad = getattr(holder, "pad_token_id", None) if holder is not None else None
+        if isinstance(pad, int):
+            return pad
+    return None
+
+
+def candidates(kwargs: dict[str, Any], config: Any = None) -> list[tuple[str, dict[str, Any]]]:
+    """The example with one input changed, each way a real input may differ from it."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    pad = _pad_id(config)
+
+    def changed(name: str, value: torch.Tensor, how: str) -> None:
+        out.append((f"{name} {how}", {**kwargs, name: value}))
+
+    for name, value in kwargs.items():
+        if not isinstance(value, torch.Tensor) or value.numel() == 0:
+            continue
+        if value.dtype == torch.bool or ("mask" in name and not value.is_floating_point()):
+            half = value.clone()
+            half[..., value.shape[-1] // 2:] = 0
+            changed(name, half, "with its second half masked")
+            changed(name, torch.zeros_like(value), "all zeros")
+            changed(name, torch.ones_like(value), "all ones")
+        elif not value.is_floating_point() and name.endswith("ids") and pad is not None and value.dim() >= 1:
+            padded = value.clone()
+            padded[..., (value.shape[-1] + 1) // 2:] = pad
+            changed(name, padded, "ending in padding")
+        elif value.is_floating_point():
+            for how, new in (("negated", -value), ("zeroed", value * 0), ("scaled by 100", value * 100),
+                             ("scaled by 0.01", value * 0.01)):
+                changed(name, new, how)
+    return out
+
+
+def other_sides(
+    model: torch.nn.Module,
+    kwargs: dict[str, Any],
+    program: torch.export.ExportedProgram,
+    compare: Callable[[Any, Any], tuple[str | None, float]],
+) -> Sides | None:
+    """Hold ``program`` to eager on every generated input that takes another side of one of
+    its conds; None for a program without conds."""
+    conds = conds_in(program)
+    if not conds:
+        return None
+    sides = Sides(conds)
+    module = program.module()
+    with torch.no_grad():
+        _, example = decisions_taken(module, kwargs)
+        for how, changed in candidates(kwargs, getattr(model, "config", None)):
+            try:
+                expected = model(**changed)
+            except Exception:
+                continue  # the model itself refuses this input: nothing to hold the program to
+            sides.tried += 1
+            try:
+                actual, taken = decisions_taken(module, changed)
+            except Exception as e:  # eager runs this input: the program must too
+                first = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+                sides.mismatch = f"{how}: the program raises {type(e).__name__}: {first}"
+                return sides
+            if taken == example:
+                continue
+            sides.other += 1
+            difference, _ = compare(expected, actual)
+            if difference is not None:
+                sides.mismatch = f"{how}: {difference}"
+                return sides
+    return sides
