@@ -4,6 +4,7 @@ import collections
 import json
 import subprocess
 import sys
+import pathlib
 import textwrap
 
 import pytest
@@ -18,6 +19,9 @@ from exporter.trace.kernels import (
     composite_kernels,
     functional_composite_ops,
 )
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 class Attention(torch.nn.Module):
@@ -321,7 +325,7 @@ def test_a_composite_first_met_in_the_trace_is_kept_whole():
         print(json.dumps(sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function"})))
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     oracle = torch.export.export(Bilinear(), (torch.randn(2, 3), torch.randn(4, 3, 3))).run_decompositions({})
     expected = sorted({str(n.target) for n in oracle.graph.nodes if n.op == "call_function"})
     assert json.loads(out.splitlines()[-1]) == expected
