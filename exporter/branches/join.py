@@ -258,13 +258,13 @@ class Joiner:
             outputs = [pair[0] if side_run is run else pair[1] for pair in region.slots]
             values = [self._lookup(side, side_run, v) if isinstance(v, torch.fx.Node) else v for v in outputs]
             sides.append(side)
-            results.append([_not_aliasing(side.graph, v) for v in values])
-        for k, pair in enumerate(zip(*results)):
-            if not _mergeable_layouts(*pair):
-                for side, values in zip(sides, results):
-                    values[k] = _contiguous(side.graph, values[k])
+            results.append(values)
+        # a contiguous copy also stands for the copy an operand's memory needs
+        contiguous = [not _mergeable_layouts(*pair) for pair in zip(*results)]
         for side, values in zip(sides, results):
-            side.graph.output(tuple(values))
+            side.graph.output(tuple(
+                _contiguous(side.graph, v) if copy else _not_aliasing(side.graph, v) for v, copy in zip(values, contiguous)
+            ))
         operands = _unite(self, g, sides)
         first = (run.nodes[region.start_a] if region.start_a < region.end_a else run.nodes[min(region.start_a, len(run.nodes) - 1)])
         meta = {k: first.meta[k] for k in ("stack_trace", "nn_module_stack") if k in first.meta}
@@ -364,7 +364,13 @@ def _not_aliasing(graph: torch.fx.Graph, value: Any) -> Any:
         return value
     if not isinstance(value.meta.get("val"), torch.Tensor):
         return value
-    copy = graph.call_function(torch.ops.aten.clone.default, (value,))
+    return _copy(graph, value)
+
+
+def _copy(graph: torch.fx.Graph, value: torch.fx.Node, **kwargs: Any) -> torch.fx.Node:
+    """A clone of ``value`` in ``graph``, placed where ``value`` was made (its value is
+    worked out when the joined graph is traced again)."""
+    copy = graph.call_function(torch.ops.aten.clone.default, (value,), kwargs)
     copy.meta = {k: v for k, v in value.meta.items() if k in ("stack_trace", "nn_module_stack")}
     return copy
 
@@ -374,7 +380,7 @@ def _mergeable_layouts(a: Any, b: Any) -> bool:
     or both laid out as a contiguous tensor of their sizes is (where the sizes differ, cond
     derives the merged strides from the merged sizes, and refuses an expanded, sliced or
     permuted result).  Compared as written, so no size is guarded on."""
-    va, vb = map(_value_of, (a, b))
+    va, vb = (x.meta.get("val") if isinstance(x, torch.fx.Node) else None for x in (a, b))
     if not (isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor)) or va.dim() != vb.dim():
         return True
     strides = [tuple(map(str, v.stride())) for v in (va, vb)]
@@ -383,24 +389,12 @@ def _mergeable_layouts(a: Any, b: Any) -> bool:
     return all(s == tuple(map(str, v.new_empty(v.shape).stride())) for s, v in zip(strides, (va, vb)))
 
 
-def _value_of(node: Any) -> Any:
-    """A node's fake value; for a copy ``_not_aliasing`` made (no value yet), its source's,
-    whose layout a copy keeps."""
-    if not isinstance(node, torch.fx.Node):
-        return None
-    if "val" not in node.meta and node.target is torch.ops.aten.clone.default and node.args:
-        return _value_of(node.args[0])
-    return node.meta.get("val")
-
-
 def _contiguous(graph: torch.fx.Graph, value: Any) -> Any:
     """``value`` as a contiguous copy, in its branch: the same values, in the one layout both
     sides of a cond can share whatever their sizes."""
     if not isinstance(value, torch.fx.Node):
         return value
-    copy = graph.call_function(torch.ops.aten.clone.default, (value,), {"memory_format": torch.contiguous_format})
-    copy.meta = {k: v for k, v in value.meta.items() if k in ("stack_trace", "nn_module_stack")}
-    return copy
+    return _copy(graph, value, memory_format=torch.contiguous_format)
 
 
 def _bool_item(decision: Decision) -> tuple[torch.fx.Node, bool] | None:
