@@ -30,10 +30,8 @@ class Sides:
 
     conds: int
     """Top-level conds in the program."""
-    tried: int = 0
-    """Changed inputs eager accepts."""
     other: int = 0
-    """Of those, the ones on which some cond went another way than on the example."""
+    """Changed inputs eager accepts on which some cond went another way than on the example."""
     mismatch: str | None = None
     """The first difference from eager on such an input, with the change that made it."""
 
@@ -129,7 +127,6 @@ def other_sides(
                 expected = model(**changed)
             except Exception:
                 continue  # the model itself refuses this input: nothing to hold the program to
-            sides.tried += 1
             try:
                 actual, taken = decisions_taken(module, changed)
             except Exception as e:  # eager runs this input: the program must too
