@@ -4,6 +4,7 @@ what every trace's graph gets afterwards.  How a trace works is on the design pa
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import logging
@@ -67,16 +68,36 @@ def _root_relative_module_stacks(gm: torch.fx.GraphModule) -> None:
                 }
 
 
-def _requires_grad_as_received(placeholder: torch.fx.Node, value: torch.Tensor) -> None:
+def _requires_grad_as_received(placeholder: torch.fx.Node, value: torch.Tensor, made: Any, spare: bool) -> None:
     """A placeholder's value requires grad when the input it stands for does as the program
     receives it (a parameter unless frozen, a user input passed so; its ``tensor_meta``
     says the same), in either IR.  The trace leaves the fake as forward left it, so a
     buffer that forward writes a value requiring grad into would claim to require grad
     coming in; the placeholder gets a fake of its own instead of that one, which the
-    nodes that wrote to it keep."""
+    nodes that wrote to it keep.
+
+    That fake is the one made for the input before the trace (``made``) where it is
+    ``spare``: forward did not write the input and no other placeholder holds it.  It
+    already has the sizes and the ``requires_grad`` of the input, and taking it costs
+    nothing, where a ``detach`` runs through the fake mode (most of what this step costs on
+    a model with many parameters)."""
     val = placeholder.meta.get("val")
-    if isinstance(val, torch.Tensor) and (val.requires_grad != value.requires_grad or not val.is_leaf):
-        placeholder.meta["val"] = val.detach().requires_grad_(value.requires_grad)
+    if not isinstance(val, torch.Tensor) or (val.requires_grad == value.requires_grad and val.is_leaf):
+        return
+    if (
+        spare
+        and type(made) is type(val)
+        and made.is_leaf
+        and made.requires_grad == value.requires_grad
+        and made.dtype == val.dtype
+        and made.device == val.device
+        and made.shape == val.shape
+        and made.stride() == val.stride()
+        and made.storage_offset() == val.storage_offset()
+    ):
+        placeholder.meta["val"] = made
+        return
+    placeholder.meta["val"] = val.detach().requires_grad_(value.requires_grad)
 
 
 def _one_update_per_node(gm: torch.fx.GraphModule, updates: int) -> list[Any]:
@@ -400,11 +421,13 @@ def finish(request: _Request, traced: _Traced) -> ExportState:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     _write_back_buffers(gm, placeholders, recorded.buffer_writes)
     received = [*state_inputs.values, *bound.flat]
-    for node, value, given in zip(placeholders, traced.fakes.inputs, received):
+    written = set(recorded.mutated)
+    holders = collections.Counter(id(value) for value in traced.fakes.inputs)
+    for i, (node, value, given) in enumerate(zip(placeholders, traced.fakes.inputs, received)):
         if not isinstance(value, torch.Tensor):
             node.meta["val"] = value
         else:
-            _requires_grad_as_received(node, given)
+            _requires_grad_as_received(node, given, value, i not in written and holders[id(value)] == 1)
     for node in gm.graph.nodes:
         # Ops that return nothing (asserts) get an explicit None, so every call has a `val`.
         if node.op == "call_function":
