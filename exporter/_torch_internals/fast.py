@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from torch._C import DispatchKey
 from torch._ops import OpOverload
 from torch._subclasses.fake_tensor import (
@@ -30,6 +31,7 @@ __all__ = [
     "autograd_would_have_expanded",
     "default_device",
     "fake_cache_would_serve",
+    "composite_on_meta",
     "fake_empty",
     "has_symbolic_layout",
     "fake_flat_restrided",
@@ -533,6 +535,33 @@ def takes_python_decomposition(mode: FakeTensorMode, func: OpOverload) -> bool:
         and torch_decomp_decompositions(func)
         and torch._C._dispatch_has_kernel_for_dispatch_key(name, "Meta")
         and not torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
+    )
+
+
+def composite_on_meta(mode: FakeTensorMode, func: OpOverload, args: tuple, kwargs: dict) -> Any:
+    """``func``'s results for fake ``args``, computed by its C++ kernels on meta tensors of the
+    arguments' layouts, with no mode and no Python dispatcher in the way: for a composite op
+    (``aten.linear``: ``t`` and ``mm`` under the hood) a few C++ calls, where fake tensors
+    run each op of its expansion through Python.  The results are fake tensors of the
+    results' layouts over storage of their own; ``func`` raises where an op inside has no
+    meta kernel."""
+    devices = []
+
+    def twin(t: FakeTensor) -> torch.Tensor:
+        devices.append(t.fake_device)
+        with torch._C._DisableTorchDispatch():
+            if t.storage_offset() == 0:
+                return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+            extent = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()) if n > 0)
+            base = torch.empty(t.storage_offset() + extent, dtype=t.dtype, device="meta")
+            return base.as_strided(t.shape, t.stride(), t.storage_offset())
+
+    meta_args, meta_kwargs = pytree.tree_map_only(FakeTensor, twin, (args, kwargs))
+    with torch._C._DisablePythonDispatcher(), torch._C._DisableTorchDispatch(), torch.no_grad():
+        out = func(*meta_args, **meta_kwargs)
+    device = devices[0] if devices else torch.device("cpu")
+    return pytree.tree_map_only(
+        torch.Tensor, lambda m: fake_empty_strided(mode, tuple(m.shape), m.stride(), m.dtype, device, False), out
     )
 
 

@@ -21,6 +21,7 @@ from .._torch_internals import (
     below_autograd,
     call_at_key,
     composite_registrations,
+    fake_impls,
     is_view,
     free_unbacked_symbols,
     has_composite_kernel,
@@ -37,6 +38,7 @@ __all__ = [
     "forget_composite_kernels",
     "functional_composite_ops",
     "kept_whole",
+    "kept_whole_rule_installed",
 ]
 
 # Autograd keys a composite op would otherwise expand at, and backend keys whose kernels
@@ -295,6 +297,13 @@ def composite_kernels(op: OpOverload, active: Active) -> tuple[dict, object]:
         table[COMPOSITE_KEY] = _not_expanded(original, active)
         cached = _TABLES[op] = (current, dict(current), table, _fake_rule(op, original, active), active)
     return cached[2], cached[3]
+
+
+def kept_whole_rule_installed(op: OpOverload) -> bool:
+    """Whether fake tensors compute ``op`` by its kept-whole rule now (a trace of the default
+    IR installed it, as it does for each kept-whole op it meets)."""
+    cached = _TABLES.get(op)
+    return cached is not None and fake_impls.op_implementations_dict.get(op) is cached[3]
 
 
 def forget_composite_kernels(op: OpOverload) -> None:

@@ -22,6 +22,12 @@ The rule is the meta kernel itself, except where the decomposition is known to a
 otherwise on a device: eval-mode batch norm on CPU gives empty saved statistics, as CPU's
 kernel does, where the meta kernel gives one per channel.  A rule that stops agreeing (a
 torch release changing a decomposition) only loses its speed: the check refuses it.
+
+A composite op a trace keeps whole (``aten.linear``, ``matmul``, ``layer_norm``) is computed
+by fake tensors by expanding it: its dozen parts each dispatched through Python, 2 to 5 ms a
+call, paid at every distinct size in a first export.  Its rule runs the op's own C++ kernels
+on meta tensors of the arguments' layouts (``composite_on_meta``), checked against the
+expansion per kind of call in the same way.
 """
 
 from __future__ import annotations
@@ -35,12 +41,15 @@ import torch.utils._pytree as pytree
 from ..._torch_internals import FakeTensor, OpOverload
 from ..._torch_internals.fast import (
     BATCH_NORMS,
+    composite_on_meta,
     fake_empty,
     has_symbolic_layout,
     meta_kernel_for,
     storage_key,
     takes_python_decomposition,
 )
+
+from ..kernels import kept_whole_rule_installed
 
 __all__ = ["MetaKernels", "forget_meta_verdicts"]
 
@@ -82,6 +91,10 @@ def _batch_norm(training_at: int | None) -> Rule:
     return rule
 
 
+def _by_composite_on_meta(mode, func, dispatch, types, args, kwargs):
+    return composite_on_meta(mode, func, args, kwargs)
+
+
 _RULES: dict[OpOverload, Rule] = {op: _batch_norm(training_at) for op, training_at in BATCH_NORMS.items()}
 """Rules other than the meta kernel alone."""
 
@@ -91,21 +104,31 @@ class MetaKernels:
 
     def __init__(self, mode: Any) -> None:
         self.mode = mode
+        self._rules: dict[Any, Rule | None] = {}
 
-    def __call__(self, dispatch, func, types, args=(), kwargs=None):
+    def _rule(self, func: Any) -> Rule | None:
+        """The rule that may stand in for fake tensors' own way with ``func``, if any."""
         takes = _TAKES_DECOMPOSITION.get(func)
         if takes is None:
             takes = _TAKES_DECOMPOSITION[func] = isinstance(func, OpOverload) and takes_python_decomposition(
                 self.mode, func
             )
-        if not takes or getattr(self.mode, "propagate_real_tensors", False):
+        if takes:
+            return _RULES.get(func, _by_meta_kernel)
+        # (asked once per trace: the kept-whole rules are installed by each trace of the default IR)
+        return _by_composite_on_meta if isinstance(func, OpOverload) and kept_whole_rule_installed(func) else None
+
+    def __call__(self, dispatch, func, types, args=(), kwargs=None):
+        rule = self._rules.get(func, False)
+        if rule is False:
+            rule = self._rules[func] = self._rule(func)
+        if rule is None or getattr(self.mode, "propagate_real_tensors", False):
             return dispatch(func, types, args, kwargs)
         kwargs = kwargs or {}
         try:
             kind = (func, tuple(map(self._kind, args)), tuple((k, self._kind(v)) for k, v in kwargs.items()))
         except _NoKind:
             return dispatch(func, types, args, kwargs)
-        rule = _RULES.get(func, _by_meta_kernel)
         verdict = _VERDICTS.get(kind)
         if verdict:
             return rule(self.mode, func, dispatch, types, args, kwargs)

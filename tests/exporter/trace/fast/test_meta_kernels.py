@@ -113,3 +113,81 @@ def test_programs_are_the_same_with_and_without_the_rules(training):
             torch.testing.assert_close(v, before[k])
         fresh = torch.randn(2, 3, 32, 32)
         torch.testing.assert_close(fast.module()(fresh), eager(fresh))
+
+
+_COMPOSITE_CALLS = [
+    ("linear 3-d", torch.ops.aten.linear.default, lambda: (torch.randn(2, 8, 16), torch.randn(12, 16), torch.randn(12))),
+    ("linear 2-d, no bias", torch.ops.aten.linear.default, lambda: (torch.randn(5, 16), torch.randn(12, 16))),
+    ("linear of a transposed input", torch.ops.aten.linear.default,
+     lambda: (torch.randn(16, 2, 8).permute(1, 2, 0), torch.randn(12, 16), torch.randn(12))),
+    ("linear of a sliced input", torch.ops.aten.linear.default, lambda: (torch.randn(2, 8, 20)[..., 2:18], torch.randn(12, 16))),
+    ("matmul 4-d by 4-d", torch.ops.aten.matmul.default, lambda: (torch.randn(2, 3, 8, 4), torch.randn(2, 3, 4, 8))),
+    ("matmul 3-d by 2-d", torch.ops.aten.matmul.default, lambda: (torch.randn(2, 8, 4), torch.randn(4, 6))),
+    ("matmul of a transposed operand", torch.ops.aten.matmul.default,
+     lambda: (torch.randn(2, 8, 4), torch.randn(2, 8, 4).transpose(1, 2))),
+    ("layer_norm", torch.ops.aten.layer_norm.default, lambda: (torch.randn(2, 8, 16), [16], torch.randn(16), torch.randn(16))),
+    ("einsum", torch.ops.aten.einsum.default, lambda: ("bij,bjk->bik", [torch.randn(2, 3, 4), torch.randn(2, 4, 5)])),
+]
+
+
+@pytest.mark.parametrize("name,op,make", _COMPOSITE_CALLS, ids=[c[0] for c in _COMPOSITE_CALLS])
+def test_a_composite_on_meta_tensors_equals_its_expansion_on_fake_ones(name, op, make):
+    from exporter._torch_internals.fast import composite_on_meta
+
+    mode = FakeTensorMode()
+    mode.cache_enabled = False
+    args = torch.utils._pytree.tree_map_only(torch.Tensor, mode.from_tensor, make())
+    with mode:
+        expected = op(*args)
+    assert _results(composite_on_meta(mode, op, args, {}), args, {}) == _results(expected, args, {})
+
+
+class Widths(torch.nn.Module):
+    """Linear layers, matmuls and layer norms at several widths, layouts and ranks: each width
+    a new call of kinds seen before, the calls a kept-whole composite's rule takes."""
+
+    def __init__(self, widths=(16, 24, 40, 8)):
+        super().__init__()
+        self.projections = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in zip(widths, widths[1:]))
+        self.norms = torch.nn.ModuleList(torch.nn.LayerNorm(b) for b in widths[1:])
+
+    def forward(self, x):
+        for projection, norm in zip(self.projections, self.norms):
+            x = norm(projection(x))
+            x = x + (x @ x.transpose(1, 2)) @ x / 10
+            x = projection.weight.new_ones(()) * torch.nn.functional.linear(x.transpose(0, 1), torch.eye(x.shape[-1])).transpose(0, 1)
+        return x[:, 0], x.mean(1)
+
+
+def test_kept_whole_composites_by_their_rule_give_the_plain_program():
+    model = Widths().eval()
+    x = torch.randn(2, 6, 16)
+    plain = exporter.export(model, (x,), fast_paths=False)
+    fast = exporter.export(model, (x,), fast_paths=True)
+    served = [k for k, v in meta_kernels._VERDICTS.items() if v and k[0] is torch.ops.aten.linear.default]
+    assert served, "no kind of linear call was found to agree (so none was taken by the rule)"
+    assert graph_fingerprint(fast.graph_module) == graph_fingerprint(plain.graph_module)
+    assert fast.graph_signature == plain.graph_signature
+    again = exporter.export(model, (x,), fast_paths=True)  # every kind known: served by the rules
+    assert graph_fingerprint(again.graph_module) == graph_fingerprint(plain.graph_module)
+    fresh = torch.randn(2, 6, 16)
+    for out, expected in zip(again.module()(fresh), model(fresh)):
+        torch.testing.assert_close(out, expected)
+
+
+def test_a_composite_rule_that_disagrees_is_never_used_for_its_kind(monkeypatch):
+    from exporter._torch_internals.fast import composite_on_meta
+
+    def wrong(mode, func, dispatch, types, args, kwargs):
+        out = composite_on_meta(mode, func, args, kwargs)
+        return out.new_empty(out.shape).transpose(0, -1) if isinstance(out, torch.Tensor) and out.dim() > 1 else out
+
+    monkeypatch.setattr(meta_kernels, "_by_composite_on_meta", wrong)
+    model = Widths((12, 20, 36, 4)).eval()  # sizes no other test traced: the recorder's memo has none of them
+    x = torch.randn(2, 5, 12)
+    plain = exporter.export(model, (x,), fast_paths=False)
+    for _ in range(2):
+        fast = exporter.export(model, (x,), fast_paths=True)
+        assert graph_fingerprint(fast.graph_module) == graph_fingerprint(plain.graph_module)
+    linear = [v for k, v in meta_kernels._VERDICTS.items() if k[0] is torch.ops.aten.linear.default]
+    assert linear and not any(linear)
