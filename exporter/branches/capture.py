@@ -146,7 +146,7 @@ def capture(
         attempts += 1
         request = tracer.prepare(
             root, bound, plan, fast=fast, prefer_deferred_runtime_asserts_over_guards=prefer_deferred_runtime_asserts_over_guards,
-            training=training, shared_world=True, always_functionalize=functionalize,
+            training=training, shared_world=True, always_functionalize=functionalize, python=first.python,
         )
         runs: dict[frozenset, Run] = {}
         run_of = _runner(request, runs, max_runs, checked)

@@ -24,7 +24,7 @@ from .._torch_internals import (
 from .preserve import module_preserved, state_bytes, state_values_restored
 from .values import HashedSize, LeavesGraph
 
-__all__ = ["eager_failure", "explain", "is_library_frame", "user_location"]
+__all__ = ["eager_failure", "explain", "is_library_frame", "needed_a_data_sized_value", "user_location"]
 
 
 def _user_frame(exc: BaseException) -> traceback.FrameSummary | None:
@@ -86,6 +86,20 @@ def _frames(tb) -> Iterator[FrameType]:
 @functools.cache
 def _op_implementations() -> tuple[str, ...]:
     return op_implementation_dirs()
+
+
+def needed_a_data_sized_value(error: BaseException) -> bool:
+    """Whether ``error`` (a TraceError from ``explain``) is forward needing, as a plain
+    number, the value of an integer only the data decides (``len(boxes)`` after
+    ``nonzero``, ``int(count)``), rather than a bool or an operator's own output size."""
+    seen = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, GuardOnDataDependentSymNode):
+            return bool(getattr(cause.cond, "is_integer", False)) and _op_reading_a_size(cause) is None
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _op_reading_a_size(e: Exception) -> str | None:

@@ -56,7 +56,7 @@ from .kernels import (
     kept_whole,
 )
 from .fast import FastPaths
-from .python_ops import builtin_max, builtin_min, power, tensor_factory, tensor_getitem
+from .python_ops import builtin_len, builtin_max, builtin_min, power, tensor_factory, tensor_getitem
 from .stacks import user_stack_trace
 from .tracing_checks import exporting_answer
 from .values import size_hash, tensor_numpy
@@ -116,7 +116,8 @@ NodeHook = Callable[[torch.fx.Node], None]
 
 @contextlib.contextmanager
 def tracing_patches(
-    on_node: NodeHook | None = None, *, draft: bool = False, training: bool = False, fast: FastPaths = FastPaths()
+    on_node: NodeHook | None = None, *, draft: bool = False, training: bool = False, fast: FastPaths = FastPaths(),
+    data_sized_len: bool = False,
 ) -> Iterator[None]:
     """Within the block, torch and Python behave as a torch.export trace needs (see module doc).
 
@@ -126,6 +127,8 @@ def tracing_patches(
     ``training``: a pre-dispatch trace (the training IR), which records composites and
     conversions where they are called, before any kernel runs: their kernels stay torch's,
     so the values it computes see autograd (``requires_grad``) as torch.export's do.
+    ``data_sized_len``: ``len()`` of a tensor whose first size only the data decides gives
+    that size, symbolic (``python_ops.builtin_len``).
     """
     import_shape_env_modules()
     with _locks_held(), _tracing_thread(), contextlib.ExitStack() as stack:
@@ -146,7 +149,7 @@ def tracing_patches(
         stack.enter_context(use_lazy_graph_module(True))
         stack.enter_context(_dynamo_config_for_bodies())
         stack.enter_context(_hop_bodies_forgotten())
-        stack.enter_context(_python_semantics())
+        stack.enter_context(_python_semantics(data_sized_len))
         stack.enter_context(_values_asked_for(draft))
         stack.enter_context(fast.memory_formats_remembered())
         yield
@@ -544,9 +547,10 @@ _PYTHON_REPLACEMENTS = (
 
 
 @contextlib.contextmanager
-def _python_semantics() -> Iterator[None]:
+def _python_semantics(data_sized_len: bool = False) -> Iterator[None]:
+    replacements = _PYTHON_REPLACEMENTS + ((builtins, "len", builtin_len),) if data_sized_len else _PYTHON_REPLACEMENTS
     with contextlib.ExitStack() as stack:
-        for owner, name, make in _PYTHON_REPLACEMENTS:
+        for owner, name, make in replacements:
             real = getattr(owner, name)
             stack.enter_context(replaced(owner, name, in_tracing_thread(make(real), real)))
         yield

@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from .._torch_internals import symbolic_tensor
+from .._torch_internals import free_unbacked_symbols, symbolic_tensor
 
-__all__ = ["builtin_max", "builtin_min", "power", "tensor_factory", "tensor_getitem"]
+__all__ = ["builtin_len", "builtin_max", "builtin_min", "power", "tensor_factory", "tensor_getitem"]
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -136,6 +136,25 @@ def builtin_max(real):
 def builtin_min(real):
     """``min`` that keeps tensors and sizes symbolic, falling back to ``real`` otherwise."""
     return _symbolic_min_max(real, torch.minimum, torch.sym_min, "max")
+
+
+def builtin_len(real):
+    """``len`` that gives a tensor's first size as it is where only the data decides it
+    (``len(boxes)`` after ``nonzero``, a count of selected tokens): a symbolic size, which
+    the rest of forward computes with as with ``boxes.shape[0]``, where Python's ``len``
+    must return a plain int and would need the size's value.  Anything else is ``real``'s.
+
+    Python's ``len`` is called throughout torch's own code, so this one is installed only
+    for the traces of a forward that needed it (``tracer.run``)."""
+
+    def length(obj, /):
+        if isinstance(obj, torch.Tensor) and obj.dim() > 0:
+            size = obj.shape[0]
+            if isinstance(size, torch.SymInt) and free_unbacked_symbols(size):
+                return size
+        return real(obj)
+
+    return length
 
 
 def power(real):

@@ -34,7 +34,7 @@ from .draft import (
     record_assumption_sites,
     values_taken_assumptions,
 )
-from .explain import explain
+from .explain import explain, needed_a_data_sized_value
 from .fast import FastPaths
 from .module_function import ROOT_ATTR, Holder, ModuleRun, Recorded, functional_fn, plain_fn, training_fn
 from .patches import tracing_patches
@@ -163,6 +163,16 @@ class _Request:
     world: _World | None = None
     """One fake mode and one set of fake inputs for every run of an export (branch capture's
     runs share them, so their graphs hold the same symbols); None: a fresh one per try."""
+    python: PythonSemantics = attrs.field(factory=lambda: PythonSemantics())
+
+
+@attrs.define
+class PythonSemantics:
+    """How Python's own functions behave in the runs of one export, learned as they run."""
+
+    data_sized_len: bool = False
+    """``len()`` of a tensor whose first size only the data decides gives that size (set once a
+    run needed a size's value: ``len(boxes)`` after ``nonzero``)."""
 
 
 @attrs.define
@@ -319,9 +329,11 @@ def prepare(
     prefer_deferred_runtime_asserts_over_guards: bool = False,
     training: bool = False,
     shared_world: bool = False,
+    python: PythonSemantics | None = None,
 ) -> _Request:
     """What every run of forward for one export shares (see ``trace`` for the arguments);
-    ``shared_world``: every run uses one fake mode and one set of fake inputs."""
+    ``shared_world``: every run uses one fake mode and one set of fake inputs; ``python``:
+    what an earlier request of the export learned of Python's functions."""
     state_inputs = collect_state(root)
     if training and state_inputs.subclasses:
         _refuse_subclass_state_in_training_ir(root, state_inputs)
@@ -332,18 +344,39 @@ def prepare(
     return _Request(
         root, state_inputs, bound, labels, plan, fast, draft, prefer_deferred_runtime_asserts_over_guards,
         training, always_functionalize, watch, world=_World() if shared_world else None,
+        python=python if python is not None else PythonSemantics(),
     )
 
 
 def run(request: _Request, decider: Any = None) -> _Traced:
     """One run of forward, traced by the first of ``STRATEGIES`` that gives a trace; each try
     starts from the model as the user gave it, and the model is left so afterwards.
-    ``decider``: takes the data-dependent booleans the run meets (branch capture)."""
+    ``decider``: takes the data-dependent booleans the run meets (branch capture).
+
+    A run that fails needing the value of a size only the data decides is made once more
+    with ``len()`` giving such sizes symbolic (``PythonSemantics.data_sized_len``), as do the
+    export's later runs: ``len(boxes)`` is then ``boxes.shape[0]``.  The error of that run
+    is the one raised where it got further; else the first."""
     if decider is not None:
         request = attrs.evolve(request, decider=decider)
+    try:
+        return _run(request)
+    except TraceError as error:
+        if request.python.data_sized_len or request.draft or not needed_a_data_sized_value(error):
+            raise
+        request.python.data_sized_len = True
+        try:
+            return _run(request)
+        except TraceError as again:
+            if again.location != error.location or again.category is not error.category:
+                raise
+        raise error
+
+
+def _run(request: _Request) -> _Traced:
     r = request
     try:
-        with tracing_patches(r.watch, draft=r.draft, training=r.training, fast=r.fast), module_preserved(r.root) as as_given:
+        with tracing_patches(r.watch, draft=r.draft, training=r.training, fast=r.fast, data_sized_len=r.python.data_sized_len), module_preserved(r.root) as as_given:
             for name, strategy in STRATEGIES:
                 traced = strategy(request)
                 if traced is not None:
@@ -370,7 +403,7 @@ def replay(request: _Request, fn: Callable[..., Any], recorded: Recorded, kind: 
     # torch.cond in it would trace its branches once more for a backward nobody asks for.
     grad = contextlib.nullcontext() if r.training else torch.no_grad()
     try:
-        with tracing_patches(r.watch, draft=r.draft, training=r.training, fast=r.fast), fake_mode, grad, tracing(TracingContext(fake_mode)):
+        with tracing_patches(r.watch, draft=r.draft, training=r.training, fast=r.fast, data_sized_len=r.python.data_sized_len), fake_mode, grad, tracing(TracingContext(fake_mode)):
             gm = on_roomy_stack(functools.partial(retrace_graph, pre_dispatch=r.training), fn, fakes.inputs)
     except ExportError:
         raise

@@ -10,7 +10,7 @@ from torch.export import Dim
 
 import exporter
 from exporter import ConstraintError
-from exporter.trace.python_ops import builtin_max, builtin_min, power
+from exporter.trace.python_ops import builtin_len, builtin_max, builtin_min, power
 from tests.exporter.constraints.test_violations import View16
 
 
@@ -73,3 +73,46 @@ def test_the_replacements_fall_back_to_the_builtins_on_plain_values():
     assert power(real_pow)(2, 3) == 8.0 and isinstance(power(real_pow)(2, 3), float)
     with pytest.raises(ValueError):
         builtin_max(real_max)([])
+
+
+class AverageOfSelectedRows(torch.nn.Module):
+    """``len()`` of a selection only the data sizes: torchvision's ``len(rois)``, longformer's
+    count of global tokens."""
+
+    def forward(self, x):
+        rows = x[x[:, 0] > 0]
+        n = len(rows)
+        table = x.new_zeros(n, x.shape[1] + 1)
+        table[:, 1:] = rows
+        return table.sum(0) / max(n, 1), torch.tensor(0.0) + n
+
+
+def test_len_of_a_data_sized_tensor_is_its_symbolic_size():
+    model = AverageOfSelectedRows()
+    x = torch.randn(6, 3)
+    x[:, 0] = torch.tensor([1.0, -1.0, 2.0, -1.0, 3.0, -1.0])
+    program = exporter.export(model, (x,))
+    with pytest.raises(Exception, match="data-dependent expression u0"):
+        torch.export.export(model, (x,), strict=False)  # the oracle needs the count's value
+    for rows_selected in (x, -x.abs(), x.abs()):  # three rows, none, all six
+        for got, want in zip(program.module()(rows_selected), model(rows_selected)):
+            torch.testing.assert_close(got, want)
+    assert builtins.len.__module__ == "builtins"  # put back
+
+
+def test_len_stays_pythons_wherever_no_size_is_data_sized():
+    real_len = builtins.len
+    length = builtin_len(real_len)
+    assert length([1, 2, 3]) == 3 and length(torch.zeros(4, 2)) == 4 and type(length(torch.zeros(4))) is int
+    with pytest.raises(TypeError):
+        length(torch.tensor(1.0))  # a 0-d tensor has no len(), as in Python
+    seen = []
+    real = builtins.len
+
+    class Counts(torch.nn.Module):
+        def forward(self, x):
+            seen.append(builtins.len is real)
+            return x[: len(x) // 2]
+
+    exporter.export(Counts(), (torch.randn(6, 2),))
+    assert seen == [True]  # no size needed a value: Python's own len()
