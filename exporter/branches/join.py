@@ -135,6 +135,7 @@ class Joiner:
         """The decisions being joined now (their regions' surroundings are copied without them)."""
         self.decisions: list[tuple[Decision, dict[Site, bool], int]] = []
         """Every decision joined: the decision, the decisions fixed around it, its regions."""
+        self._held: dict[int, dict[torch.fx.Node, list[Any]]] = {}
 
     # -- values
 
@@ -174,6 +175,21 @@ class Joiner:
             return
         new = g.graph.node_copy(node, lambda n: self._lookup(g, g.run, n))
         g.env[node] = new
+        for check in self._checks_after(g.run).get(node, ()):
+            self._hold(g, g.run, check)
+
+    def _checks_after(self, run: Run) -> dict[torch.fx.Node, list[Any]]:
+        """The run's held decisions by the last node binding their symbols: each is asserted
+        in the graph that node is copied into (a branch's, where it was held inside one)."""
+        found = self._held.get(id(run))
+        if found is None:
+            found = self._held[id(run)] = {}
+            for check in getattr(run, "checks", ()):
+                nodes = [n for n in check.bindings.values() if n in run.index]
+                if len(nodes) != len(check.bindings) or not nodes:
+                    raise Unjoinable(run, run)
+                found.setdefault(max(nodes, key=run.index.__getitem__), []).append(check)
+        return found
 
     # -- spans
 
@@ -340,8 +356,6 @@ class Joiner:
             new.meta = dict(node.meta)
             g.env[node] = new
         self.span(g, len(base.placeholders), len(base.nodes) - 1, {})
-        for check in getattr(base, "checks", ()):
-            self._hold(g, base, check)
         graph.output(tuple(self._lookup(g, base, v) if isinstance(v, torch.fx.Node) else v for v in base.outputs(self.universe)))
         # a decision's .item() that only fed its predicate is read no more (the cond reads the tensor)
         graph.eliminate_dead_code(is_impure_node=lambda n: n.target is _hold or n.is_impure())
@@ -385,8 +399,34 @@ def _mergeable_layouts(a: Any, b: Any) -> bool:
         return True
     strides = [tuple(map(str, v.stride())) for v in (va, vb)]
     if strides[0] == strides[1]:
-        return True
+        return _dense(va)
     return all(s == tuple(map(str, v.new_empty(v.shape).stride())) for s, v in zip(strides, (va, vb)))
+
+
+def _dense(value: torch.Tensor) -> bool:
+    """Whether ``value``'s strides are products of its sizes in some order, as torch.cond
+    needs to merge them (a slice of a wider tensor's rows is not); True where a size or
+    stride is not a plain number, which the caller's other rule covers."""
+    sizes, strides = [], []
+    for size, stride in zip(value.shape, value.stride()):
+        size, stride = _plain_int(size), _plain_int(stride)
+        if size is None or stride is None:
+            return True
+        if size != 1 and stride != 0:
+            sizes.append(size)
+            strides.append(stride)
+    expected = 1
+    for stride, size in sorted(zip(strides, sizes)):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _plain_int(value: Any) -> int | None:
+    if isinstance(value, int):
+        return value
+    return value.node.maybe_as_int() if isinstance(value, torch.SymInt) else None
 
 
 def _contiguous(graph: torch.fx.Graph, value: Any) -> Any:

@@ -485,3 +485,47 @@ def test_a_side_that_raises_is_checked_when_the_program_runs(branch_after):
         model(-torch.ones(3))
     with pytest.raises(RuntimeError, match="Runtime assertion failed"):
         program.module()(-torch.ones(3))
+
+
+class CheckInsideABranch(nn.Module):
+    """An input check on one side of a branch (longformer asserts its global-attention
+    sizes only where it has global attention): the program asserts it on that side only."""
+
+    def forward(self, x):
+        if x.sum() > 0:
+            y = x * 2
+            if (y > 100).any():  # line-marker: check inside a branch
+                raise ValueError("too large")
+            return y
+        return -x
+
+
+def test_a_side_that_raises_inside_a_branch_is_checked_on_that_side_only():
+    model = CheckInsideABranch()
+    program = exporter.export(model, (torch.rand(3),))
+    assert program.branch_report.checked == (_line("check inside a branch"),)
+    assert _conds(program) == 1
+    big = torch.full((3,), -500.0)  # the other side: no check there, as in eager
+    _matches_eager(program, model, [(torch.rand(3),), (-torch.rand(3),), (big,)])
+    with pytest.raises(ValueError):
+        model(-big)
+    with pytest.raises(RuntimeError, match="Runtime assertion failed"):
+        program.module()(-big)
+
+
+class SliceOfAWiderTensor(nn.Module):
+    """Both sides return the same strides, a slice of a wider tensor's rows (longformer's
+    attention output, cut back from its padded length): not dense, which torch.cond cannot
+    merge even where the strides agree."""
+
+    def forward(self, x):
+        if x.sum() > 0:
+            return torch.cat([x, x, x], dim=-1)[:, 2:10]
+        return torch.cat([x, -x, x], dim=-1)[:, 5:13]
+
+
+def test_sides_with_equal_strides_that_are_not_dense_join_as_contiguous_copies():
+    model = SliceOfAWiderTensor()
+    program = exporter.export(model, (_x(4, 8),))
+    assert _conds(program) == 1
+    _matches_eager(program, model, [(_x(4, 8),), (_x(4, 8, sign=-1),)])
