@@ -13,7 +13,7 @@ programs to an ExecuTorch file (with the ``executorch`` extra).
 from importlib import metadata as _metadata
 
 from ._assumptions import Assumption, AssumptionKind, DraftReport
-from ._branch_report import BranchDecision, BranchReport
+from ._branch_report import BranchDecision, BranchLoop, BranchReport
 from ._notes import Note, NoteKind
 from ._errors import (
     Category,
@@ -50,6 +50,7 @@ __all__ = [
     "DraftReport",
     "BranchReport",
     "BranchDecision",
+    "BranchLoop",
     "Note",
     "NoteKind",
     "Category",

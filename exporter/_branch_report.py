@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["BranchDecision", "BranchReport", "branch_report"]
+__all__ = ["BranchDecision", "BranchLoop", "BranchReport", "branch_report"]
 
 
 @attrs.frozen
@@ -49,6 +49,28 @@ class BranchDecision:
 
 
 @attrs.frozen
+class BranchLoop:
+    """One loop over a tensor whose length only the data decides, made a ``torch.while_loop``."""
+
+    location: str | None
+    """``file.py:LINE`` of the ``for`` statement."""
+    code: str | None
+    module: str
+    """The module call it runs in (empty for the model itself)."""
+    carried: int
+    """How many values each step hands on to the next (the step count among them)."""
+
+    def to_json(self) -> dict:
+        """The loop as the JSON report writes it."""
+        return attrs.asdict(self, recurse=False)
+
+    def __str__(self) -> str:
+        where = f" at {self.location}" if self.location else ""
+        code = f": `{self.code}`" if self.code else ""
+        return f"loop{where}{code}\n    as torch.while_loop, carrying {self.carried} value(s)"
+
+
+@attrs.frozen
 class BranchReport:
     """Every value the program branches on, and how many runs of forward it took to capture them."""
 
@@ -59,16 +81,24 @@ class BranchReport:
     """Lines (``file.py:LINE``) of branches whose other side raises (an input check): the
     program takes the side that does not and asserts it when it runs, so an input that would
     raise in eager fails the program's check instead."""
+    loops: tuple[BranchLoop, ...] = ()
+    """Loops over tensors whose length only the data decides, each a ``torch.while_loop``."""
 
     def to_json(self) -> dict:
-        """``{"runs": ..., "decisions": [...]}``, as the JSON report writes it."""
-        return {"runs": self.runs, "decisions": [d.to_json() for d in self.decisions], "checked": list(self.checked)}
+        """``{"runs": ..., "decisions": [...], "checked": [...], "loops": [...]}``, as the JSON report writes it."""
+        return {
+            "runs": self.runs, "decisions": [d.to_json() for d in self.decisions], "checked": list(self.checked),
+            "loops": [loop.to_json() for loop in self.loops],
+        }
 
     def __str__(self) -> str:
         lines = []
         if self.decisions:
             lines = [f"{len(self.decisions)} branch(es) on tensor values, captured as torch.cond from {self.runs} runs"]
             lines += [f"{i}. {d}" for i, d in enumerate(self.decisions, 1)]
+        if self.loops:
+            lines.append(f"{len(self.loops)} loop(s) over data-sized tensors, captured as torch.while_loop")
+            lines += [f"{i}. {loop}" for i, loop in enumerate(self.loops, 1)]
         lines += [f"checked at run time (the other side raises): {where}" for where in self.checked]
         return "\n".join(lines) or "no branch on tensor values"
 

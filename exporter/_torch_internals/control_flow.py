@@ -14,7 +14,7 @@ import torch
 from torch.fx.experimental import proxy_tensor
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-__all__ = ["QUERY_FILES", "assume", "assumed", "assumptions_undone", "bound_value", "check_at_run_time", "check_value", "current_module_stack", "evaluate_expression", "forget_pending_symbols", "retrace_graph"]
+__all__ = ["QUERY_FILES", "assume", "assumed", "assumptions_undone", "asserts_kept_inside", "bound_value", "check_at_run_time", "check_value", "current_module_stack", "evaluate_expression", "forget_pending_symbols", "retrace_graph"]
 
 
 def _files() -> tuple[str, ...]:
@@ -96,6 +96,43 @@ def assumptions_undone(shape_env: ShapeEnv) -> Iterator[None]:
         shape_env.axioms.clear()
         shape_env.axioms.update(before)
         _forget_answers(shape_env)
+
+
+@contextlib.contextmanager
+def asserts_kept_inside(shape_env: ShapeEnv | None) -> Iterator[None]:
+    """Within the block (tracing one branch of a cond, or a loop's body) the ShapeEnv records
+    runtime asserts as it likes; afterwards it forgets those about symbols made before the
+    block, and what they taught it of those symbols' ranges.  torch's kernels check sizes
+    with such asserts (``topk(x, 1)`` asserts ``x.numel() >= 1``), and the ShapeEnv would
+    place one about an outside size outside the branch, where it holds only on the branch's
+    side.  Asserts about the block's own sizes stay, and go inside it."""
+    if shape_env is None:
+        yield
+        return
+    known = set(shape_env.var_to_range)
+    ranges = dict(shape_env.var_to_range)
+    axioms = dict(shape_env.axioms)
+    replacements = dict(shape_env.replacements)
+    before = {k: list(v) for k, v in shape_env.deferred_runtime_asserts.items()}
+    try:
+        yield
+    finally:
+        dropped = 0
+        for key, asserts in list(shape_env.deferred_runtime_asserts.items()):
+            old = before.get(key, [])
+            new = [ra for ra in asserts[len(old):] if not ra.expr.free_symbols <= known]
+            dropped += len(asserts) - len(old) - len(new)
+            shape_env.deferred_runtime_asserts[key] = old + new
+        if dropped:
+            shape_env.num_deferred_runtime_asserts -= dropped
+            for symbol in known:
+                shape_env.var_to_range[symbol] = ranges[symbol]
+            for symbol in list(shape_env.replacements):
+                if symbol in known and symbol not in replacements:
+                    del shape_env.replacements[symbol]
+            shape_env.axioms.clear()
+            shape_env.axioms.update(axioms)
+            _forget_answers(shape_env)
 
 
 def check_at_run_time(shape_env: ShapeEnv, fact: sympy.Basic, message: str) -> None:

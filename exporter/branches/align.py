@@ -11,6 +11,7 @@ region's *slots*: the pair (value in the first run, value in the second)."""
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import attrs
@@ -32,6 +33,7 @@ class Run:
     schedule: dict
 
     def __attrs_post_init__(self) -> None:
+        _items_after_their_op(self.graph)
         self.nodes: list[torch.fx.Node] = list(self.graph.nodes)
         self.index = {node: i for i, node in enumerate(self.nodes)}
         self.placeholders = [n for n in self.nodes if n.op == "placeholder"]
@@ -46,7 +48,7 @@ class Run:
             # as an anchor)
             after = max((self.index[n] + 1 for n in decision.bindings.values() if n in self.index), default=0)
             decision.uses = [
-                (max(after, self.index[anchor] + 1 if anchor in self.index else len(self.placeholders)), stack)
+                (self._past_items(max(after, self.index[anchor] + 1 if anchor in self.index else len(self.placeholders))), stack)
                 for anchor, (_, stack) in zip(decision.anchors, decision.uses)
             ]
             decision.position = decision.uses[0][0]
@@ -56,6 +58,16 @@ class Run:
             stack = node.meta.get("nn_module_stack")
             previous = tuple(stack) if stack else previous
             self.stacks.append(previous)
+
+    def _past_items(self, position: int) -> int:
+        """``position`` moved past the items of ops made before it (``_items_after_their_op``
+        put them there; the op ran before the decision, whatever the item's first use)."""
+        while position < len(self.nodes) - 1:
+            node = self.nodes[position]
+            if node.target is not operator.getitem or self.index.get(node.args[0], position) >= position:
+                break
+            position += 1
+        return position
 
     @property
     def graph(self) -> torch.fx.Graph:
@@ -75,6 +87,24 @@ class Run:
         for part in str(node.target).split("."):
             value = getattr(value, part)
         return value
+
+
+def _items_after_their_op(graph: torch.fx.Graph) -> None:
+    """Move each ``getitem`` of an op's several results right after the op.  make_fx makes
+    an item's node where the item is first used, which may be inside a branch or a loop
+    when the op ran before it; the branch would then read the op's whole list of results,
+    which torch.cond cannot take as an operand."""
+    last: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is not operator.getitem:
+            continue
+        source = node.args[0]
+        if not isinstance(source, torch.fx.Node) or source.op != "call_function":
+            continue
+        after = last.get(source, source)
+        if after.next is not node:
+            after.append(node)
+        last[source] = node
 
 
 @attrs.define(eq=False)

@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 import torch
 
-from .._branch_report import BranchDecision, BranchReport
+from .._branch_report import BranchDecision, BranchLoop, BranchReport
 from .._errors import Category, TraceError
 from .._state import ExportState
 from ..trace import tracer
@@ -27,6 +27,7 @@ from .decide import (
     refusal,
 )
 from .join import DataLoop, Joiner, interpreted
+from .loops import LoopRefused, loop_refusal
 
 __all__ = ["BRANCH_MODES", "DEFAULT_MAX_RUNS", "capture"]
 
@@ -81,6 +82,7 @@ def _runner(request: Any, runs: dict[frozenset, Run], max_runs: int, checked: di
                 raise refusal(error, max_runs - 1) or error
             runs[key] = Run(traced, list(decider.decisions), dict(schedule))
             runs[key].checks = list(decider.checks)
+            runs[key].loops = list(decider.loops)
         return runs[key]
 
     return run_of
@@ -133,7 +135,7 @@ def capture(
             checked[raises.site] = raises.value
             continue
         break
-    if not decider.decisions:
+    if not decider.decisions and not decider.loops:
         state = tracer.finish(first, traced)
         if checked:
             state.branch_report = BranchReport((), 1, _checked_lines(checked))
@@ -161,6 +163,8 @@ def capture(
             raise _structure_error(*unjoinable.args) from None
         except DataLoop as loop:
             raise _loop_error(loop.args[0]) from None
+        except LoopRefused as refused:
+            raise loop_refusal(*refused.args) from None
         except _SideRaises as raises:
             checked[raises.site] = raises.value  # the runs start over, holding it
             attempts -= 1
@@ -184,6 +188,8 @@ def capture(
     try:
         traced = tracer.replay(request, interpreted(joined), recorded, base.traced.kind)
     except TraceError as error:
+        if joiner.loops and not joiner.decisions:
+            raise loop_refusal(joiner.loops[-1][0], f"torch.while_loop refuses it: {error.message}") from error
         raise _join_error(joiner, error) from error
     state = tracer.finish(request, traced)
     state.branch_report = attrs.evolve(_report(joiner, base, runs), checked=_checked_lines(checked))
@@ -294,4 +300,7 @@ def _report(joiner: Joiner, base: Run, runs: dict[frozenset, Run]) -> BranchRepo
             decision.site.location, decision.code, str(decision.expression), symbols, _strip(decision.site.module),
             len(decision.uses), regions, tuple(site.location or "?" for site in context),
         )
-    return BranchReport(tuple(entries.values()), len(runs))
+    loops: dict[Any, BranchLoop] = {}
+    for loop, carried in joiner.loops:
+        loops.setdefault(loop.site, BranchLoop(loop.site.location, loop.code, _strip(loop.site.module), carried))
+    return BranchReport(tuple(entries.values()), len(runs), loops=tuple(loops.values()))

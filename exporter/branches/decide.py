@@ -33,6 +33,7 @@ from .._torch_internals import (
     traced_graph,
 )
 from ..trace.write_watch import writes
+from .loops import DataLoop, Loop, loop_refusal
 
 __all__ = ["ITEM_OPS", "Check", "Decider", "Decision", "Site", "TooManyDecisions", "limit_error", "loop_error", "raised_by_model", "refusal"]
 
@@ -160,6 +161,7 @@ class Decider:
         """Forget the decisions of a run that was abandoned (the next way of tracing starts over)."""
         self.decisions: list[Decision] = []
         self.checks: list[Check] = []
+        self.loops: list[Loop] = []
         self._known: dict[sympy.Basic, Decision] = {}
         self._occurrences: dict[tuple[str, str | None], int] = {}
         self._item_symbols: dict[torch.fx.Node, sympy.Symbol] = {}
@@ -170,6 +172,13 @@ class Decider:
         location, code, direct = _user_line()
         if not direct:  # an operator's own question: not a branch of the model's
             raise error
+        inside = self._open_loop()
+        if inside is not None:
+            raise loop_refusal(
+                inside, f"it branches on a tensor's value inside (`{code}` at {location})",
+                hint="compute both outcomes and pick with torch.where inside the loop, or export with "
+                "branches='draft' to follow the example",
+            ) from error
         graph = traced_graph()
         stack = tuple(current_module_stack())
         anchor = _anchor(graph)
@@ -206,6 +215,32 @@ class Decider:
             self._known[canonical] = decision
         assume(shape_env, expr if value else sympy.Not(expr))
         return value
+
+    def loop(self, tensor: torch.Tensor) -> DataLoop | None:
+        """The iterator of a loop the model's own code makes over ``tensor``, whose length only
+        the data decides (``loops.py``); None where the question is not the model's (the
+        tensor is then iterated as torch iterates it, which needs the length)."""
+        if not self.active:
+            return None
+        location, code, direct = _user_line()
+        if not direct:
+            return None
+        inside = self._open_loop()
+        if inside is not None:
+            raise loop_refusal(
+                inside, f"another loop over a data-sized tensor starts before it ends (`{code}` at {location}): "
+                "a loop inside it, or it was left early",
+            )
+        stack = tuple(current_module_stack())
+        module = stack[-1] if stack else ""
+        occurrence = self._occurrences.get((module, location), 0)
+        self._occurrences[(module, location)] = occurrence + 1
+        loop = Loop(Site(module, location, occurrence), code)
+        self.loops.append(loop)
+        return DataLoop(tensor, loop, lambda: _anchor(traced_graph()))
+
+    def _open_loop(self) -> Loop | None:
+        return next((loop for loop in self.loops if not loop.finished), None)
 
     def _canonical(self, expr: sympy.Basic, bindings: dict[sympy.Symbol, torch.fx.Node]) -> sympy.Basic:
         """``expr`` with every symbol that is an ``.item()`` of a tensor replaced by the first

@@ -13,6 +13,7 @@ branches' graphs and joins their outputs' sizes.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,7 @@ import torch
 
 from .._torch_internals import (
     OpOverload,
+    asserts_kept_inside,
     assumed,
     bound_value,
     check_value,
@@ -29,6 +31,7 @@ from .._torch_internals import (
 )
 from ..trace.write_watch import aliases
 from .align import Extend, Region, Run, Unjoinable, align
+from .loops import Iterations, Loop, LoopBody, LoopCondition, LoopRefused, compare, operands_shape_env, while_loop
 from .decide import ITEM_OPS, Decision, Site
 
 __all__ = ["DataLoop", "Joiner", "Overlap", "interpreted"]
@@ -85,12 +88,13 @@ class Branch:
         self.predicate: Any = None
 
     def __call__(self, *operands: Any) -> tuple[Any, ...]:
-        shape_env = _shape_env(self.predicate)
+        shape_env = _shape_env(self.predicate) or operands_shape_env(operands)
         fact = self.predicate.node.expr if isinstance(self.predicate, torch.SymBool) else None
-        if shape_env is None or fact is None:
-            return tuple(torch.fx.Interpreter(self.gm).run(*operands))
-        with assumed(shape_env, fact if self.value else sympy.Not(fact)):
-            return tuple(torch.fx.Interpreter(self.gm).run(*operands))
+        with asserts_kept_inside(shape_env):
+            if shape_env is None or fact is None:
+                return tuple(torch.fx.Interpreter(self.gm).run(*operands))
+            with assumed(shape_env, fact if self.value else sympy.Not(fact)):
+                return tuple(torch.fx.Interpreter(self.gm).run(*operands))
 
 
 def _shape_env(value: Any) -> Any:
@@ -136,6 +140,9 @@ class Joiner:
         self.decisions: list[tuple[Decision, dict[Site, bool], int]] = []
         """Every decision joined: the decision, the decisions fixed around it, its regions."""
         self._held: dict[int, dict[torch.fx.Node, list[Any]]] = {}
+        self._loops: dict[int, dict[int, tuple[Loop, Iterations]]] = {}
+        self.loops: list[tuple[Loop, int]] = []
+        """Every loop over a data-sized tensor joined as a while_loop, with how many values it carries."""
 
     # -- values
 
@@ -178,6 +185,68 @@ class Joiner:
         for check in self._checks_after(g.run).get(node, ()):
             self._hold(g, g.run, check)
 
+    def _copy_range(self, g: _Graph, start: int, end: int) -> None:
+        """Copy nodes ``[start, end)`` of ``g.run`` into ``g``, each loop over a data-sized
+        tensor among them as one ``torch.while_loop``."""
+        run = g.run
+        loops = self._loops_of(run)
+        i = start
+        while i < end:
+            found = loops.get(i)
+            if found is not None:
+                self._while(g, *found, end)
+                i = found[1].end
+                continue
+            node = run.nodes[i]
+            if node.op != "placeholder":
+                self._copy(g, node)
+            i += 1
+
+    def _loops_of(self, run: Run) -> dict[int, tuple[Loop, Iterations]]:
+        """The run's loops over data-sized tensors, by the index of their first node."""
+        found = self._loops.get(id(run))
+        if found is None:
+            found = self._loops[id(run)] = {}
+            for loop in getattr(run, "loops", ()):
+                iterations = compare(run, loop, run.constant)
+                found[run.index[loop.counter[0]] + 1] = (loop, iterations)
+        return found
+
+    def _while(self, g: _Graph, loop: Loop, it: Iterations, end: int) -> None:
+        """The loop's first iteration as a ``torch.while_loop`` body in ``g``; the values the
+        last step hands on are its outputs, read where forward read the second iteration's."""
+        if it.end > end:
+            raise LoopRefused(loop, "a branch on a tensor's value around it ends inside it")
+        run = g.run
+        for node in it.hoisted:
+            self._copy(g, node)
+        body = _Graph(torch.fx.Graph(), run, {}, parent=g)
+        carried = list(it.carried)
+        for value in (*carried, it.tensor):  # the carried values are the body's first operands
+            self._lookup(body, run, value)
+        for node in it.first:
+            self._copy(body, node)
+        body.graph.output(tuple(self._lookup(body, run, it.carried[x]) for x in carried))
+        operands = [self._lookup(g, r, n) for r, n in body.externals]
+        meta = {k: it.first[0].meta[k] for k in ("stack_trace", "nn_module_stack") if k in it.first[0].meta}
+        tensor = next(k for k, (_, n) in enumerate(body.externals) if n is it.tensor)
+        names = []
+        for kind, value in (
+            ("condition", LoopCondition(carried.index(loop.counter[0]), tensor)),
+            ("body", LoopBody(torch.fx.GraphModule(dict(self.constants), body.graph), list(range(len(operands))))),
+        ):
+            name = f"_joined_loop_{kind}_{len(self.constants)}"
+            self.constants[name] = value
+            names.append(g.graph.get_attr(name))
+        call = g.graph.call_function(while_loop, (*names, tuple(operands[: len(carried)]), tuple(operands[len(carried) :])))
+        call.meta.update(meta)
+        at = {n: k for k, n in enumerate(it.first)}
+        for k, x in enumerate(carried):
+            item = g.graph.call_function(_getitem, (call, k))
+            item.meta.update(meta)
+            g.env[it.second[at[it.carried[x]]]] = item
+        self.loops.append((loop, len(carried)))
+
     def _checks_after(self, run: Run) -> dict[torch.fx.Node, list[Any]]:
         """The run's held decisions by the last node binding their symbols: each is asserted
         in the graph that node is copied into (a branch's, where it was held inside one)."""
@@ -204,9 +273,7 @@ class Joiner:
             and d.site not in context and id(d) not in self._joining
         ]
         if not pending:
-            for node in run.nodes[start:end]:
-                if node.op != "placeholder":
-                    self._copy(g, node)
+            self._copy_range(g, start, end)
             return
         decision = min(pending, key=lambda d: d.position)
         levels: dict[int, int] = {}
@@ -341,6 +408,9 @@ class Joiner:
                 nodes.append(binding_value)
                 keypaths.append(())
                 continue
+            item = _item_holding(binding, keypath)
+            if item is not None:  # the size of one of several results: read from that result's own node
+                binding, keypath = item, keypath[1:]
             nodes.append(self._lookup(g, g.run, binding))
             keypaths.append(keypath)
         return nodes, keypaths
@@ -360,6 +430,20 @@ class Joiner:
         # a decision's .item() that only fed its predicate is read no more (the cond reads the tensor)
         graph.eliminate_dead_code(is_impure_node=lambda n: n.target is _hold or n.is_impure())
         return torch.fx.GraphModule(dict(self.constants), graph)
+
+
+def _item_holding(binding: torch.fx.Node, keypath: tuple) -> torch.fx.Node | None:
+    """For a symbol bound inside one of an op's several results (``torch.where(mask)[0]``'s
+    length, keypath ``[0].size(0)``), the node of that result, so a branch reads the one
+    tensor instead of the op's whole list, which torch.cond cannot take as an operand."""
+    if not keypath or not isinstance(binding.meta.get("val"), (list, tuple)):
+        return None
+    index = getattr(keypath[0], "idx", None)
+    if index is None:
+        return None
+    return next(
+        (user for user in binding.users if user.target is operator.getitem and user.args[1:] == (index,)), None
+    )
 
 
 def _hold(fact: Any, message: str) -> None:

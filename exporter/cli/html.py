@@ -295,8 +295,17 @@ def _branches(report) -> str:
                 where += f"<div class='sub'>inside the branch at {_e(d.within[-1])}</div>"
             predicate = f"<span class='mono'>{_e(d.predicate)}</span>" + "".join(f"<div class='sub'>{_e(s)}</div>" for s in d.symbols)
             rows.append([str(i), where, predicate, str(d.uses), str(d.conds)])
-        parts.append(f"<h2>Branches on tensor values: {len(branches.decisions)}, captured as torch.cond from {branches.runs} runs</h2>"
-                     + _table(["#", "where", "predicate", "uses", "conds"], rows, numeric=(3, 4)))
+        if rows:
+            parts.append(f"<h2>Branches on tensor values: {len(branches.decisions)}, captured as torch.cond from {branches.runs} runs</h2>"
+                         + _table(["#", "where", "predicate", "uses", "conds"], rows, numeric=(3, 4)))
+        loops = [
+            [str(i), f"<span class='mono'>{_e(loop.location or '?')}</span>" + (f"<pre class='mono'>{_e(loop.code)}</pre>" if loop.code else ""),
+             str(loop.carried)]
+            for i, loop in enumerate(branches.loops, 1)
+        ]
+        if loops:
+            parts.append(f"<h2>Loops over data-sized tensors: {len(loops)}, captured as torch.while_loop</h2>"
+                         + _table(["#", "where", "carried values"], loops, numeric=(2,)))
     notes = getattr(report, "notes", ())
     if notes:
         parts.append("<h2>Notes</h2>" + "".join(

@@ -420,8 +420,20 @@ def render_branches(branches: BranchReport, console: Console) -> None:
             predicate.append(f"\n{shown_paths_in(symbol)}", style="dim")
         uses = f"\n({d.uses} uses)" if d.uses > 1 else ""
         table.add_row(str(i), where, predicate, f"{d.conds}{uses}")
-    title = f"{len(branches.decisions)} branch(es) on tensor values, captured as torch.cond from {branches.runs} runs of forward"
-    console.print(_titled(title, table))
+    if branches.decisions:
+        title = f"{len(branches.decisions)} branch(es) on tensor values, captured as torch.cond from {branches.runs} runs of forward"
+        console.print(_titled(title, table))
+    if branches.loops:
+        loops = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
+        loops.add_column("#", justify="right")
+        loops.add_column("where")
+        loops.add_column("carried", justify="right")
+        for i, loop in enumerate(branches.loops, 1):
+            where = Text(shown_location(loop.location) if loop.location else "?", style="cyan")
+            if loop.code:
+                where.append(f"\n{loop.code}", style="default")
+            loops.add_row(str(i), where, str(loop.carried))
+        console.print(_titled(f"{len(branches.loops)} loop(s) over data-sized tensors, captured as torch.while_loop", loops))
 
 
 def _submodule_label(node: SubmoduleNode, parent: str, root_error: ErrorInfo | None, ascii_only: bool) -> Group:
@@ -479,7 +491,10 @@ def render_quiet(report, console: Console) -> None:
         if report.draft is not None and not report.draft.sound:
             drafted = f", {len(report.draft.assumptions)} draft assumption(s)"
         if getattr(report, "branches", None) is not None:
-            drafted += f", {len(report.branches.decisions)} branch(es) as torch.cond"
+            if report.branches.decisions:
+                drafted += f", {len(report.branches.decisions)} branch(es) as torch.cond"
+            if report.branches.loops:
+                drafted += f", {len(report.branches.loops)} loop(s) as torch.while_loop"
         console.print(
             f"ok {report.settings.model}: {_ops(sum(report.ops.values()))}{drafted}{where} ({seconds:.2f} s)",
             highlight=False,

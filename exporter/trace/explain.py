@@ -53,6 +53,25 @@ _LOOP_HINT = (
 )
 
 
+_MODULE_HINT = (
+    "keep the modules' weights stacked in one tensor and index that (as transformers' experts "
+    "implementations do; exporter.export(..., experts_implementation='batched_mm') switches a "
+    "transformers model to one), or call every module and mask what each computes"
+)
+
+
+def _picks_a_module(e: BaseException) -> bool:
+    """Whether the data-dependent integer was asked for by a container of modules indexed
+    with it (``self.experts[expert_idx]``)."""
+    return any(
+        frame.f_code.co_name == "__getitem__" and os.path.abspath(frame.f_code.co_filename) == _CONTAINERS
+        for frame in _frames(e.__traceback__)
+    )
+
+
+_CONTAINERS = os.path.abspath(torch.nn.modules.container.__file__)
+
+
 def _is_loop(line: str | None) -> bool:
     return bool(line) and line.lstrip().startswith("for ")
 
@@ -158,6 +177,15 @@ def explain(e: Exception) -> TraceError:
             category=Category.DATA_DEPENDENT_OUTPUT_SHAPE,
             location=where,
             hint=_SIZE_HINT,
+        )
+    if isinstance(e, GuardOnDataDependentSymNode) and _picks_a_module(e):
+        return TraceError(
+            f"forward() picks a submodule by a tensor's value{code} (a ModuleList or ModuleDict "
+            f"indexed with a tensor), but a program computes with one fixed set of modules, and "
+            f"export traces with shapes only, not values [torch: {text}]",
+            category=Category.DATA_DEPENDENT_CONTROL_FLOW,
+            location=where,
+            hint=_MODULE_HINT,
         )
     if isinstance(e, GuardOnDataDependentSymNode) or isinstance(e, DataDependentOutputException):
         return TraceError(

@@ -56,7 +56,7 @@ from .kernels import (
     kept_whole,
 )
 from .fast import FastPaths
-from .python_ops import builtin_len, builtin_max, builtin_min, power, tensor_factory, tensor_getitem
+from .python_ops import builtin_len, builtin_max, builtin_min, power, tensor_factory, tensor_getitem, tensor_iter
 from .stacks import user_stack_trace
 from .tracing_checks import exporting_answer
 from .values import size_hash, tensor_numpy
@@ -542,6 +542,7 @@ _PYTHON_REPLACEMENTS = (
     (builtins, "min", builtin_min),
     (math, "pow", power),
     (torch.Tensor, "__getitem__", tensor_getitem),
+    (torch.Tensor, "__iter__", tensor_iter),
     (torch, "tensor", tensor_factory),
 )
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from .._torch_internals import free_unbacked_symbols, symbolic_tensor
+from .._torch_internals import free_unbacked_symbols, symbolic_tensor, traced_fake
 
-__all__ = ["builtin_len", "builtin_max", "builtin_min", "power", "tensor_factory", "tensor_getitem"]
+__all__ = ["builtin_len", "builtin_max", "builtin_min", "power", "tensor_factory", "tensor_getitem", "tensor_iter"]
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -41,8 +41,25 @@ def _min_max(*args, real, tensor_op, sym_op, clamp_key, **kwargs):
     return real(a, b)
 
 
+def _is_data_valued_index(item: Any) -> bool:
+    """A 0-d integer tensor whose value only the data decides (an item of ``nonzero``'s
+    result): Python indexing would read its value as an int."""
+    if not isinstance(item, torch.Tensor) or item.dim() != 0 or item.dtype.is_floating_point or item.dtype.is_complex:
+        return False
+    fake = traced_fake(item)
+    return fake is not None and item.dtype != torch.bool and fake.constant is None
+
+
+def _select_at(x: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor:
+    """``x[..., index]`` for a 0-d integer tensor ``index`` at ``dim``, as eager computes it (a
+    copy, a negative index counting from the end), without reading the index's value."""
+    size = x.shape[dim]
+    wrapped = torch.where(index < 0, index + size, index)
+    return x.index_select(dim, wrapped.reshape(1)).squeeze(dim)
+
+
 def _is_symbolic_index(item: Any) -> bool:
-    if isinstance(item, torch.SymInt):
+    if isinstance(item, torch.SymInt) or _is_data_valued_index(item):
         return True
     if isinstance(item, slice):
         return any(isinstance(v, torch.SymInt) for v in (item.start, item.stop, item.step))
@@ -62,6 +79,8 @@ def _index_steps(t: torch.Tensor, items: list[Any]):
             dim += 1
         elif isinstance(item, (int, torch.SymInt)) and not isinstance(item, bool):
             steps.append((torch.select, (dim, item)))
+        elif _is_data_valued_index(item):
+            steps.append((_select_at, (dim, item)))
         elif isinstance(item, slice):
             if item.start is None and item.stop is None and item.step in (None, 1):
                 dim += 1
@@ -155,6 +174,24 @@ def builtin_len(real):
         return real(obj)
 
     return length
+
+
+def tensor_iter(real):
+    """``Tensor.__iter__`` that hands a loop over a tensor whose length only the data decides
+    (``for class_id in torch.unique(idxs):``) to the trace's branch capture, which goes round
+    it as a ``torch.while_loop`` does (``branches/loops.py``); anything else is ``real``'s."""
+
+    def iterate(self):
+        if self.dim() > 0:
+            size = self.shape[0]
+            if isinstance(size, torch.SymInt) and free_unbacked_symbols(size):
+                decider = getattr(size.node.shape_env, "decider", None)
+                loop = decider.loop(self) if decider is not None else None
+                if loop is not None:
+                    return loop
+        return real(self)
+
+    return iterate
 
 
 def power(real):

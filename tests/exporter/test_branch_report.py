@@ -64,7 +64,7 @@ def test_a_nested_decision_names_the_innermost_branch_it_lies_in():
 
 def test_a_report_without_decisions_says_there_is_no_branch():
     assert str(BranchReport()) == "no branch on tensor values"
-    assert BranchReport().to_json() == {"runs": 1, "decisions": [], "checked": []}
+    assert BranchReport().to_json() == {"runs": 1, "decisions": [], "checked": [], "loops": []}
 
 
 def test_a_branch_checked_at_run_time_is_listed_after_the_decisions():

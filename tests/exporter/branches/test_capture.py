@@ -173,6 +173,17 @@ class EmptySelection(nn.Module):
         return x[picked[:, 0], picked[:, 1]].sum()
 
 
+class TopOfTheSelection(nn.Module):
+    """One side calls a kernel that checks a size from before the branch (``topk(1)`` needs one
+    entry): the check holds on that side only, and the program makes it there."""
+
+    def forward(self, x):
+        picked = x[x > 0]
+        if picked.numel() == 0:
+            return x.sum() * 0
+        return picked.topk(1).values.sum()
+
+
 class CountOfAnInputsEntries(nn.Module):
     """A size read from the input itself: every run of forward gets the same symbol for it
     (fake tensors remember an input's nonzero count), and each run decides it its own way."""
@@ -206,6 +217,7 @@ CASES = {
     "bool tensor input": (BoolInput, (torch.randn(4, 8), torch.tensor(True)), [(torch.randn(4, 8), torch.tensor(False))], 1),
     "early return": (EarlyReturn, (_x(4, 8),), [(torch.randn(4, 8),), (_x(4, 8),)], 1),
     "empty selection": (EmptySelection, (torch.randn(4, 8),), [(torch.zeros(4, 8),), (torch.randn(4, 8),)], 1),
+    "a kernel's check on one side": (TopOfTheSelection, (torch.randn(4, 8),), [(-torch.rand(4, 8),), (torch.randn(4, 8),)], 1),
     "count of an input's entries": (
         CountOfAnInputsEntries, (torch.tensor([2.0, 3.0, 5.0]),), [(torch.tensor([2.0, 0.0, 5.0]),), (torch.tensor([1.0, 1.0, 1.0]),)], 1,
     ),
@@ -401,13 +413,6 @@ class StopsWhenTheDataSays(nn.Module):
         return x
 
 
-class LoopsOverTheData(nn.Module):
-    def forward(self, x):
-        for row in x.nonzero():  # line-marker: rows
-            x = x + row.sum()
-        return x
-
-
 class WhileAValueSays(nn.Module):
     def forward(self, x):
         while x.abs().max() > 1:  # line-marker: while
@@ -420,7 +425,6 @@ class WhileAValueSays(nn.Module):
     [
         (StopsWhenTheDataSays, "break", "loops as many times as the data says"),
         (WhileAValueSays, "while", "loops as many times as the data says"),
-        (LoopsOverTheData, "rows", "needs the value of a tensor"),
     ],
 )
 def test_a_loop_as_long_as_the_data_says_is_refused_at_the_line(model, marker, match):

@@ -1,0 +1,249 @@
+"""Loops over a tensor whose length only the data decides become torch.while_loop: the
+program matches eager on inputs that go round them no times, once and many times, alone and
+inside a captured branch, and what cannot be one loop is refused naming the line."""
+
+from __future__ import annotations
+
+import copy
+import io
+
+import pytest
+import torch
+from torch.export import Dim
+
+import exporter
+from exporter import Category
+
+nn = torch.nn
+HERE = __file__
+
+
+def _line(marker: str) -> str:
+    with open(HERE) as f:
+        for i, line in enumerate(f, 1):
+            if f"line-marker: {marker}" in line:
+                return f"{HERE}:{i}"
+    raise AssertionError(marker)
+
+
+def _whiles(program: torch.export.ExportedProgram) -> int:
+    """torch.while_loop calls at every depth of the program."""
+    return sum(
+        node.target is torch.ops.higher_order.while_loop
+        for module in program.graph_module.modules()
+        if isinstance(module, torch.fx.GraphModule)
+        for node in module.graph.nodes
+    )
+
+
+def _matches_eager(program, model, inputs: list[tuple]) -> None:
+    eager, ours = copy.deepcopy(model), program.module()
+    for args in inputs:
+        torch.testing.assert_close(ours(*args), eager(*args), rtol=1e-5, atol=1e-6)
+
+
+class SumOfEachClassesBest(nn.Module):
+    """A running sum over the classes present: the sum is handed from step to step."""
+
+    def forward(self, scores, labels):
+        keep = scores > 0.5
+        kept, classes = scores[keep], labels[keep]
+        total = scores.new_zeros(())
+        for c in torch.unique(classes):  # line-marker: classes
+            total = total + kept[classes == c].max()
+        return total
+
+
+class BestOfEachClass(nn.Module):
+    """torchvision's batched NMS, one box kept per class: a mask written in place each step,
+    read after the loop."""
+
+    def forward(self, scores, labels):
+        keep_mask = torch.zeros_like(scores, dtype=torch.bool)
+        for c in torch.unique(labels):
+            members = torch.where(labels == c)[0]
+            best = scores[members].argmax()
+            keep_mask[members[best.reshape(1)]] = True
+        return torch.where(keep_mask)[0]
+
+
+class RowsOfNonzero(nn.Module):
+    def forward(self, x):
+        for row in x.nonzero():
+            x = x + row.sum()
+        return x
+
+
+class ExpertsHit(nn.Module):
+    """A mixture of experts that runs only the experts its tokens chose (``for expert_idx in
+    expert_hit``, with the expert's 0-d index used to pick its weights and its tokens)."""
+
+    def __init__(self, experts: int = 4, width: int = 8) -> None:
+        super().__init__()
+        self.router = nn.Linear(width, experts)
+        self.weights = nn.Parameter(torch.randn(experts, width, width) / width**0.5)
+        self.experts = experts
+
+    def forward(self, x):
+        choice = self.router(x).argmax(-1)
+        mask = nn.functional.one_hot(choice, self.experts).T
+        out = torch.zeros_like(x)
+        for expert in torch.greater(mask.sum(-1), 0).nonzero():
+            expert = expert[0]
+            tokens = torch.where(mask[expert])[0]
+            out.index_add_(0, tokens, x[tokens] @ self.weights[expert])
+        return out
+
+
+def _scores(n: int, high: float):
+    g = torch.Generator().manual_seed(n + int(high * 10))
+    return torch.rand(n, generator=g) * high, torch.randint(0, 5, (n,), generator=g)
+
+
+CASES = {
+    "a running sum": (SumOfEachClassesBest, _scores(20, 1.0), [_scores(20, 0.4), _scores(20, 0.6), _scores(20, 1.0)]),
+    "a mask written in place": (BestOfEachClass, _scores(20, 1.0), [_scores(20, 1.0), _scores(20, 3.0)]),
+    "rows of nonzero": (
+        RowsOfNonzero, (torch.eye(4) * 2,), [(torch.zeros(4, 4),), (torch.eye(4),), (torch.ones(4, 4),)],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_loop_over_a_data_sized_tensor_is_one_while_loop_matching_eager(name):
+    make, example, others = CASES[name]
+    model = make().eval()
+    program = exporter.export(model, example)
+    assert _whiles(program) == 1
+    (loop,) = program.branch_report.loops
+    assert loop.carried >= 2  # the step count, and what the loop computes
+    _matches_eager(program, model, [example, *others])
+
+
+def test_the_report_names_the_loops_line_and_what_it_carries():
+    program = exporter.export(SumOfEachClassesBest(), _scores(20, 1.0))
+    (loop,) = program.branch_report.loops
+    assert loop.location == _line("classes")
+    assert loop.code == "for c in torch.unique(classes):  # line-marker: classes"
+    assert (loop.carried, loop.module) == (2, "")
+    assert program.branch_report.to_json()["loops"][0]["location"] == loop.location
+    assert "1 loop(s) over data-sized tensors, captured as torch.while_loop" in str(program.branch_report)
+
+
+def test_the_experts_a_batch_hits_run_in_a_loop_matching_eager_on_other_routes():
+    torch.manual_seed(0)
+    model = ExpertsHit().eval()
+    x = torch.randn(6, 8)
+    program = exporter.export(model, (x,))
+    assert _whiles(program) == 1
+    routes = set()
+    with torch.no_grad():
+        for seed in range(8):
+            other = torch.randn(6, 8, generator=torch.Generator().manual_seed(seed)) * (seed + 1)
+            routes.add(tuple(model.router(other).argmax(-1).unique().tolist()))
+            torch.testing.assert_close(program.module()(other), model(other), rtol=1e-5, atol=1e-5)
+    assert len(routes) > 1  # the inputs hit other sets of experts
+
+
+class EachClassOrAll(nn.Module):
+    """torchvision's batched NMS: past a size, a loop over the classes present; below it, one
+    pass over every box; and nothing at all when no box is left."""
+
+    def forward(self, scores, labels):
+        kept = scores > 0.5
+        scores, labels = scores[kept], labels[kept]
+        if scores.numel() > 6:  # line-marker: choice
+            keep_mask = torch.zeros_like(scores, dtype=torch.bool)
+            for c in torch.unique(labels):  # line-marker: loop in a branch
+                members = torch.where(labels == c)[0]
+                keep_mask[members[scores[members].argmax().reshape(1)]] = True
+            return torch.where(keep_mask)[0]
+        if scores.numel() == 0:
+            return torch.empty((0,), dtype=torch.int64)
+        offset = scores + labels * 10.0
+        return offset.topk(1).indices
+
+
+def test_a_loop_on_one_side_of_a_branch_matches_eager_on_every_side():
+    model = EachClassOrAll()
+    program = exporter.export(model, _scores(20, 1.0))
+    report = program.branch_report
+    assert [loop.location for loop in report.loops] == [_line("loop in a branch")]
+    assert _line("choice") in [d.location for d in report.decisions]
+    # many boxes (the loop), a few (one pass), none
+    _matches_eager(program, model, [_scores(20, 1.0), _scores(20, 0.56), _scores(20, 0.4), _scores(20, 2.0)])
+
+
+def test_a_loop_with_a_dynamic_batch_keeps_it_dynamic():
+    model = SumOfEachClassesBest()
+    program = exporter.export(model, _scores(20, 1.0), dynamic_shapes=({0: Dim("n")}, {0: Dim("n")}))
+    assert _whiles(program) == 1
+    _matches_eager(program, model, [_scores(7, 1.0), _scores(33, 1.0), _scores(12, 0.3)])
+
+
+def test_the_program_saves_loads_and_decomposes():
+    model = BestOfEachClass()
+    program = exporter.export(model, _scores(20, 1.0))
+    buffer = io.BytesIO()
+    torch.export.save(program, buffer)
+    buffer.seek(0)
+    loaded = torch.export.load(buffer)
+    decomposed = program.run_decompositions()
+    for other in (_scores(20, 1.0), _scores(20, 5.0)):
+        for p in (loaded, decomposed):
+            torch.testing.assert_close(p.module()(*other), model(*other))
+
+
+class CollectsItems(nn.Module):
+    def forward(self, x):
+        rows = [row * 2 for row in x.nonzero()]  # line-marker: collects
+        return torch.stack(rows).sum(0) if rows else x.new_zeros(2, dtype=torch.long)
+
+
+class BranchInsideTheLoop(nn.Module):
+    def forward(self, x):
+        total = x.new_zeros(())
+        for value in x[x > 0]:  # line-marker: branch inside
+            if value > 0.5:
+                total = total + value
+        return total
+
+
+class CountsItsSteps(nn.Module):
+    def forward(self, x):
+        total = x.new_zeros(())
+        for i, value in enumerate(x[x > 0]):  # line-marker: counts
+            total = total + value * i
+        return total
+
+
+class LoopInsideALoop(nn.Module):
+    def forward(self, x):
+        total = x.new_zeros(())
+        for row in x.nonzero():  # line-marker: outer
+            for c in row.nonzero():
+                total = total + c.sum()
+        return total
+
+
+@pytest.mark.parametrize(
+    "model, marker, match",
+    [
+        (CollectsItems, "collects", "a value one iteration made is read after the loop"),
+        (BranchInsideTheLoop, "branch inside", "branches on a tensor's value inside"),
+        (CountsItsSteps, "counts", "different values"),
+        (LoopInsideALoop, "outer", "another loop over a data-sized tensor starts"),
+    ],
+)
+def test_what_cannot_be_one_loop_is_refused_at_the_line(model, marker, match):
+    with pytest.raises(exporter.TraceError, match=match) as refused:
+        exporter.export(model(), (torch.rand(3, 2) + 0.1,))
+    assert refused.value.category is Category.BRANCH_CAPTURE
+    assert refused.value.location == _line(marker)
+
+
+def test_refuse_mode_fails_at_the_loop_as_torch_export_does():
+    with pytest.raises(exporter.TraceError) as refused:
+        exporter.export(SumOfEachClassesBest(), _scores(20, 1.0), branches="refuse")
+    assert refused.value.category is Category.DATA_DEPENDENT_CONTROL_FLOW
+    assert refused.value.location == _line("classes")
