@@ -4,7 +4,6 @@ refused naming the line."""
 
 from __future__ import annotations
 
-import copy
 import io
 
 import pytest
@@ -13,35 +12,22 @@ from torch.export import Dim
 
 import exporter
 from exporter import Category
+from tests.exporter.branches.programs import calls_of, marked_line, matches_eager
 
 nn = torch.nn
 HERE = __file__
 
 
 def _line(marker: str) -> str:
-    with open(HERE) as f:
-        for i, line in enumerate(f, 1):
-            if f"line-marker: {marker}" in line:
-                return f"{HERE}:{i}"
-    raise AssertionError(marker)
+    return marked_line(HERE, marker)
 
 
 def _conds(program: torch.export.ExportedProgram) -> int:
-    """torch.cond calls at every depth of the program."""
-    return sum(
-        node.target is torch.ops.higher_order.cond
-        for module in program.graph_module.modules()
-        if isinstance(module, torch.fx.GraphModule)
-        for node in module.graph.nodes
-    )
+    return calls_of(program, torch.ops.higher_order.cond)
 
 
 def _matches_eager(program, model, inputs: list[tuple]) -> None:
-    """The program (one module, its state carried from call to call) against a copy of the
-    exported model fed the same inputs in the same order."""
-    eager, ours = copy.deepcopy(model), program.module()
-    for args in inputs:
-        torch.testing.assert_close(ours(*args), eager(*args), rtol=0, atol=0)
+    matches_eager(program, model, inputs, rtol=0, atol=0)
 
 
 class Sign(nn.Module):

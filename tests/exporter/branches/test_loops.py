@@ -4,7 +4,6 @@ inside a captured branch, and what cannot be one loop is refused naming the line
 
 from __future__ import annotations
 
-import copy
 import io
 
 import pytest
@@ -13,33 +12,22 @@ from torch.export import Dim
 
 import exporter
 from exporter import Category
+from tests.exporter.branches.programs import calls_of, marked_line, matches_eager
 
 nn = torch.nn
 HERE = __file__
 
 
 def _line(marker: str) -> str:
-    with open(HERE) as f:
-        for i, line in enumerate(f, 1):
-            if f"line-marker: {marker}" in line:
-                return f"{HERE}:{i}"
-    raise AssertionError(marker)
+    return marked_line(HERE, marker)
 
 
 def _whiles(program: torch.export.ExportedProgram) -> int:
-    """torch.while_loop calls at every depth of the program."""
-    return sum(
-        node.target is torch.ops.higher_order.while_loop
-        for module in program.graph_module.modules()
-        if isinstance(module, torch.fx.GraphModule)
-        for node in module.graph.nodes
-    )
+    return calls_of(program, torch.ops.higher_order.while_loop)
 
 
 def _matches_eager(program, model, inputs: list[tuple]) -> None:
-    eager, ours = copy.deepcopy(model), program.module()
-    for args in inputs:
-        torch.testing.assert_close(ours(*args), eager(*args), rtol=1e-5, atol=1e-6)
+    matches_eager(program, model, inputs, rtol=1e-5, atol=1e-6)
 
 
 class SumOfEachClassesBest(nn.Module):
