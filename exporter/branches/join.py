@@ -28,11 +28,21 @@ from .._torch_internals import (
     bound_value,
     check_value,
     evaluate_expression,
+    free_unbacked_symbols,
 )
 from ..trace.write_watch import aliases
 from .align import Extend, Region, Run, Unjoinable, align
-from .loops import Iterations, Loop, LoopBody, LoopCondition, LoopRefused, compare, operands_shape_env, while_loop
 from .decide import ITEM_OPS, Decision, Site
+from .loops import (
+    Iterations,
+    Loop,
+    LoopBody,
+    LoopCondition,
+    LoopRefused,
+    compare,
+    operands_shape_env,
+    while_loop,
+)
 
 __all__ = ["DataLoop", "Joiner", "Overlap", "interpreted"]
 
@@ -344,9 +354,14 @@ class Joiner:
             results.append(values)
         # a contiguous copy also stands for the copy an operand's memory needs
         contiguous = [not _mergeable_layouts(*pair) for pair in zip(*results)]
+        # a result with a data-decided size inside another dimension leaves the cond with that
+        # dimension outermost, so that no stride holds the size
+        outermost = [_data_sized_dim(pair) for pair in zip(*results)]
         for side, values in zip(sides, results):
             side.graph.output(tuple(
-                _contiguous(side.graph, v) if copy else _not_aliasing(side.graph, v) for v, copy in zip(values, contiguous)
+                _outermost(side.graph, v, d) if d is not None
+                else _contiguous(side.graph, v) if copy else _not_aliasing(side.graph, v)
+                for v, copy, d in zip(values, contiguous, outermost)
             ))
         operands = _unite(self, g, sides)
         first = (run.nodes[region.start_a] if region.start_a < region.end_a else run.nodes[min(region.start_a, len(run.nodes) - 1)])
@@ -363,6 +378,8 @@ class Joiner:
         for k, (x, _) in enumerate(region.slots):
             item = g.graph.call_function(_getitem, (joined, k))
             item.meta.update(meta)
+            if outermost[k] is not None:
+                item = _back_in_place(g.graph, item, outermost[k], x.meta["val"].dim(), meta)
             if isinstance(x, torch.fx.Node):
                 g.env[x] = item
 
@@ -485,6 +502,48 @@ def _mergeable_layouts(a: Any, b: Any) -> bool:
     if strides[0] == strides[1]:
         return _dense(va)
     return all(s == tuple(map(str, v.new_empty(v.shape).stride())) for s, v in zip(strides, (va, vb)))
+
+
+def _data_sized_dim(values: tuple) -> int | None:
+    """For one result of a cond's sides: the dimension, other than the first, whose size only
+    the data decides, where it is the one dimension of a size not known at export.
+
+    torch.cond derives its result's strides from the sides' and cannot where a stride holds
+    such a size: contiguous, a tensor of sizes ``(2, u0, 4)`` has the stride ``4*Max(1, u0)``
+    (a size of 0 may not give a stride of 0), which it finds in no product of sizes, and
+    ``4*u0`` it cannot tell from 0.  With that dimension outermost no stride holds it."""
+    dims: set[int] = set()
+    data_sized = False
+    for value in values:
+        val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+        if not isinstance(val, torch.Tensor):
+            return None
+        dims |= {d for d, size in enumerate(val.shape) if _plain_int(size) is None}
+        data_sized = data_sized or any(free_unbacked_symbols(size) for size in val.shape[1:])
+    if len(dims) != 1 or not data_sized:
+        return None
+    (dim,) = dims
+    return dim if dim > 0 else None
+
+
+def _outermost(graph: torch.fx.Graph, value: torch.fx.Node, dim: int) -> torch.fx.Node:
+    """``value`` with dimension ``dim`` moved first, as a contiguous copy (see ``_data_sized_dim``)."""
+    rank = value.meta["val"].dim()
+    order = [dim, *(d for d in range(rank) if d != dim)]
+    moved = graph.call_function(torch.ops.aten.permute.default, (value, order))
+    moved.meta = {k: v for k, v in value.meta.items() if k in ("stack_trace", "nn_module_stack")}
+    return _copy(graph, moved, memory_format=torch.contiguous_format)
+
+
+def _back_in_place(graph: torch.fx.Graph, item: torch.fx.Node, dim: int, rank: int, meta: dict) -> torch.fx.Node:
+    """The cond's result ``item`` with dimension ``dim`` back where forward had it, contiguous."""
+    order = list(range(1, rank))
+    order.insert(dim, 0)
+    back = graph.call_function(torch.ops.aten.permute.default, (item, order))
+    back.meta.update(meta)
+    copy = graph.call_function(torch.ops.aten.clone.default, (back,), {"memory_format": torch.contiguous_format})
+    copy.meta.update(meta)
+    return copy
 
 
 def _dense(value: torch.Tensor) -> bool:

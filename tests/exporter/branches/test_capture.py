@@ -170,6 +170,19 @@ class TopOfTheSelection(nn.Module):
         return picked.topk(1).values.sum()
 
 
+class PaddedToTheLongest(nn.Module):
+    """Sides that return a tensor padded to a length only the data decides, inside another
+    dimension (``(batch, longest, width)``): contiguous, its first stride holds that length,
+    which torch.cond cannot merge as written."""
+
+    def forward(self, x, durations):
+        longest = durations.sum(1).max()
+        padded = torch.zeros((x.size(0), longest, x.size(2))) + x.mean(1, keepdim=True)
+        if padded.sum() > 0:
+            return padded * 2
+        return padded - 1
+
+
 class CountOfAnInputsEntries(nn.Module):
     """A size read from the input itself: every run of forward gets the same symbol for it
     (fake tensors remember an input's nonzero count), and each run decides it its own way."""
@@ -204,6 +217,11 @@ CASES = {
     "early return": (EarlyReturn, (_x(4, 8),), [(torch.randn(4, 8),), (_x(4, 8),)], 1),
     "empty selection": (EmptySelection, (torch.randn(4, 8),), [(torch.zeros(4, 8),), (torch.randn(4, 8),)], 1),
     "a kernel's check on one side": (TopOfTheSelection, (torch.randn(4, 8),), [(-torch.rand(4, 8),), (torch.randn(4, 8),)], 1),
+    "a side's result padded to a data-sized length": (
+        PaddedToTheLongest, (torch.rand(2, 5, 4), torch.tensor([[1, 2, 0, 1, 1], [2, 2, 2, 0, 0]])),
+        [(-torch.rand(2, 5, 4), torch.tensor([[3, 0, 0, 0, 1], [1, 1, 1, 1, 1]])), (torch.rand(2, 5, 4), torch.zeros(2, 5, dtype=torch.long)),
+         (-torch.rand(2, 5, 4), torch.zeros(2, 5, dtype=torch.long))], 1,
+    ),
     "count of an input's entries": (
         CountOfAnInputsEntries, (torch.tensor([2.0, 3.0, 5.0]),), [(torch.tensor([2.0, 0.0, 5.0]),), (torch.tensor([1.0, 1.0, 1.0]),)], 1,
     ),
@@ -282,7 +300,7 @@ def test_the_program_matches_torch_exports_own_cond_program():
     assert _conds(ours) == _conds(theirs) == 1
 
 
-@pytest.mark.parametrize("name", ["nested", "empty selection", "buffer written on one side"])
+@pytest.mark.parametrize("name", ["nested", "empty selection", "buffer written on one side", "a side's result padded to a data-sized length"])
 def test_the_program_saves_loads_and_decomposes(name):
     make, example, others, _ = CASES[name]
     model = make().eval()
