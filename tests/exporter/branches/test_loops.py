@@ -182,6 +182,16 @@ def test_the_program_saves_loads_and_decomposes():
             torch.testing.assert_close(p.module()(*other), model(*other))
 
 
+@pytest.mark.slow
+def test_aotinductor_compiles_the_loop_and_runs_it_as_eager(tmp_path):
+    model = SumOfEachClassesBest()
+    program = exporter.export(model, _scores(20, 1.0))
+    package = torch._inductor.aoti_compile_and_package(program, package_path=str(tmp_path / "loop.pt2"))
+    runner = torch._inductor.aoti_load_package(package)
+    for args in (_scores(20, 1.0), _scores(20, 0.4), _scores(20, 0.6)):  # many, no and few rounds
+        torch.testing.assert_close(runner(*args), model(*args), rtol=1e-5, atol=1e-6)
+
+
 class CollectsItems(nn.Module):
     def forward(self, x):
         rows = [row * 2 for row in x.nonzero()]  # line-marker: collects
