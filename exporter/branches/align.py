@@ -10,7 +10,6 @@ region's *slots*: the pair (value in the first run, value in the second)."""
 
 from __future__ import annotations
 
-import math
 import operator
 from typing import Any
 
@@ -19,6 +18,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .decide import Decision
+from .loops import same_constant
 
 __all__ = ["Region", "Run", "align"]
 
@@ -166,7 +166,7 @@ class _Comparison:
         the runs agree again, are one value: the same node, or a slot of the region that
         computed either (made here on first reading)."""
         if not isinstance(x, torch.fx.Node) or not isinstance(y, torch.fx.Node):
-            return isinstance(x, torch.fx.Node) == isinstance(y, torch.fx.Node) and _same_constant(x, y)
+            return isinstance(x, torch.fx.Node) == isinstance(y, torch.fx.Node) and same_constant(x, y)
         rx, ry = self.region_a(x), self.region_b(y)
         if rx is None and ry is None:
             if x in self.changed:
@@ -189,25 +189,12 @@ class _Comparison:
         return True
 
 
-def _same_constant(x: Any, y: Any) -> bool:
-    if type(x) is not type(y):
-        return False
-    if isinstance(x, float) and math.isnan(x) and math.isnan(y):
-        return True
-    if isinstance(x, torch.Tensor):
-        return x is y or (x.shape == y.shape and x.dtype == y.dtype and bool(torch.equal(x, y)))
-    try:
-        return bool(x == y)
-    except Exception:  # noqa: BLE001 - values that cannot be compared are not the same
-        return False
-
-
 def _same_node(c: _Comparison, a: torch.fx.Node, b: torch.fx.Node) -> bool:
     """Whether nodes ``a`` (first run) and ``b`` (second) compute the same value."""
     if a.op != b.op or a.target != b.target and a.op != "get_attr":
         return False
     if a.op == "get_attr":
-        return _same_constant(c.a.constant(a), c.b.constant(b))
+        return same_constant(c.a.constant(a), c.b.constant(b))
     return _same_args(c, (a.args, a.kwargs), (b.args, b.kwargs))
 
 

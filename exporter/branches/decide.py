@@ -198,9 +198,7 @@ class Decider:
                 # most of them on this one line of this one call: a loop that tests a value each time round
                 repeated = self._occurrences.get((module, location), 0) * 2 > len(self.decisions)
                 raise TooManyDecisions(location, code if repeated else None) from error
-            occurrence = self._occurrences.get((module, location), 0)
-            self._occurrences[(module, location)] = occurrence + 1
-            site = Site(module, location, occurrence)
+            site = self._next_site(module, location)
             if site in self.checked:
                 value = self.checked[site]
                 fact = expr if value else sympy.Not(expr)
@@ -233,11 +231,16 @@ class Decider:
             )
         stack = tuple(current_module_stack())
         module = stack[-1] if stack else ""
-        occurrence = self._occurrences.get((module, location), 0)
-        self._occurrences[(module, location)] = occurrence + 1
-        loop = Loop(Site(module, location, occurrence), code)
+        loop = Loop(self._next_site(module, location), code)
         self.loops.append(loop)
         return DataLoop(tensor, loop, lambda: _anchor(traced_graph()))
+
+    def _next_site(self, module: str, location: str | None) -> Site:
+        """The site of the next question this line asks in this module call (its occurrence
+        counts the ones before it, branches and loops alike)."""
+        occurrence = self._occurrences.get((module, location), 0)
+        self._occurrences[(module, location)] = occurrence + 1
+        return Site(module, location, occurrence)
 
     def _open_loop(self) -> Loop | None:
         return next((loop for loop in self.loops if not loop.finished), None)

@@ -541,9 +541,7 @@ def _back_in_place(graph: torch.fx.Graph, item: torch.fx.Node, dim: int, rank: i
     order.insert(dim, 0)
     back = graph.call_function(torch.ops.aten.permute.default, (item, order))
     back.meta.update(meta)
-    copy = graph.call_function(torch.ops.aten.clone.default, (back,), {"memory_format": torch.contiguous_format})
-    copy.meta.update(meta)
-    return copy
+    return _copy(graph, back, memory_format=torch.contiguous_format)
 
 
 def _dense(value: torch.Tensor) -> bool:

@@ -20,6 +20,7 @@ left early, a branch on a tensor's value inside the loop, a loop inside such a l
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import attrs
@@ -29,7 +30,7 @@ import torch.utils._pytree as pytree
 from .._errors import Category, TraceError
 from .._torch_internals import asserts_kept_inside
 
-__all__ = ["DataLoop", "Loop", "LoopBody", "LoopCondition", "LoopRefused", "loop_refusal", "operands_shape_env", "while_loop"]
+__all__ = ["DataLoop", "Loop", "LoopBody", "LoopCondition", "LoopRefused", "loop_refusal", "operands_shape_env", "same_constant", "while_loop"]
 
 
 @attrs.define(eq=False)
@@ -55,7 +56,7 @@ class LoopRefused(Exception):
 def loop_refusal(loop: Loop, why: str, hint: str | None = None) -> TraceError:
     """The error for a loop over a data-sized tensor that cannot be captured."""
     return TraceError(
-        f"forward() loops over a tensor whose length only the data decides"
+        "forward() loops over a tensor whose length only the data decides"
         + (f" (`{loop.code}`)" if loop.code else "")
         + f", and the loop cannot be one torch.while_loop: {why}",
         category=Category.BRANCH_CAPTURE,
@@ -141,13 +142,17 @@ def while_loop(condition: LoopCondition, body: LoopBody, carried: tuple, additio
 while_loop.__name__ = "while_loop"
 
 
-def _same_constant(a: Any, b: Any) -> bool:
-    if type(a) is not type(b):
+def same_constant(x: Any, y: Any) -> bool:
+    """Whether two constants a graph reads (an attribute's tensor, an argument) are the same
+    value: same type, equal (NaN equal to NaN), a tensor of the same shape, dtype and values."""
+    if type(x) is not type(y):
         return False
-    if isinstance(a, torch.Tensor):
-        return a is b or (a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b)))
+    if isinstance(x, float) and math.isnan(x) and math.isnan(y):
+        return True
+    if isinstance(x, torch.Tensor):
+        return x is y or (x.shape == y.shape and x.dtype == y.dtype and bool(torch.equal(x, y)))
     try:
-        return bool(a == b)
+        return bool(x == y)
     except Exception:  # noqa: BLE001 - values that cannot be compared are not the same
         return False
 
@@ -197,7 +202,7 @@ def compare(run: Any, loop: Loop, constant: Any) -> Iterations:
         if a.op != b.op or (a.target != b.target and a.op != "get_attr"):
             raise LoopRefused(loop, f"its two iterations compute different things ({a.target} in one, {b.target} in the other)")
         if a.op == "get_attr":
-            if not _same_constant(constant(a), constant(b)):
+            if not same_constant(constant(a), constant(b)):
                 raise LoopRefused(loop, "its two iterations read different constants")
             continue
         xs, xspec = pytree.tree_flatten((a.args, a.kwargs))
@@ -206,7 +211,7 @@ def compare(run: Any, loop: Loop, constant: Any) -> Iterations:
             raise LoopRefused(loop, f"its two iterations call {a.target} differently")
         for x, y in zip(xs, ys):
             if not isinstance(x, torch.fx.Node) or not isinstance(y, torch.fx.Node):
-                if isinstance(x, torch.fx.Node) or isinstance(y, torch.fx.Node) or not _same_constant(x, y):
+                if isinstance(x, torch.fx.Node) or isinstance(y, torch.fx.Node) or not same_constant(x, y):
                     raise LoopRefused(loop, f"its two iterations call {a.target} with different values (a Python "
                                       "number that changes from step to step, such as enumerate's count)")
                 continue

@@ -410,9 +410,7 @@ def render_branches(branches: BranchReport, console: Console) -> None:
     table.add_column("predicate")
     table.add_column("conds", justify="right")
     for i, d in enumerate(branches.decisions, 1):
-        where = Text(shown_location(d.location) if d.location else "?", style="cyan")
-        if d.code:
-            where.append(f"\n{d.code}", style="default")
+        where = _line_and_code(d.location, d.code)
         if d.within:
             where.append(f"\ninside the branch at {shown_location(d.within[-1])}", style="dim")
         predicate = Text(d.predicate)
@@ -429,11 +427,16 @@ def render_branches(branches: BranchReport, console: Console) -> None:
         loops.add_column("where")
         loops.add_column("carried", justify="right")
         for i, loop in enumerate(branches.loops, 1):
-            where = Text(shown_location(loop.location) if loop.location else "?", style="cyan")
-            if loop.code:
-                where.append(f"\n{loop.code}", style="default")
-            loops.add_row(str(i), where, str(loop.carried))
+            loops.add_row(str(i), _line_and_code(loop.location, loop.code), str(loop.carried))
         console.print(_titled(f"{len(branches.loops)} loop(s) over data-sized tensors, captured as torch.while_loop", loops))
+
+
+def _line_and_code(location: str | None, code: str | None) -> Text:
+    """Where forward asked (``file.py:LINE``, cyan) and the line's code under it."""
+    where = Text(shown_location(location) if location else "?", style="cyan")
+    if code:
+        where.append(f"\n{code}", style="default")
+    return where
 
 
 def _submodule_label(node: SubmoduleNode, parent: str, root_error: ErrorInfo | None, ascii_only: bool) -> Group:

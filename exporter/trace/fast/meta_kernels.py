@@ -37,9 +37,9 @@ ranks, size-1 dimensions, strides, offsets, dtypes and optional arguments; the f
 only on releases they are proven on, so on those a new kind of these three is served by its
 rule from its first call.  ``scaled_dot_product_attention`` keeps the run-time check: with
 some non-contiguous queries its expansion keeps the query's layout where its kernels on meta
-tensors give a contiguous result.  A call
-the rule cannot compute (an op inside with no meta kernel, a mistake in the model) takes
-the expansion, which raises torch's own error where there is one.
+tensors give a contiguous result.  A call the rule cannot compute (an op inside with no meta
+kernel, a mistake in the model) takes the expansion, which raises torch's own error where
+there is one.
 """
 
 from __future__ import annotations
