@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch._library.fake_impl import FakeImplCtx
 from torch._subclasses import fake_impls, fake_utils
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
@@ -29,6 +30,7 @@ __all__ = [
     "effect_tokens",
     "FAKE_TENSOR_LOGGER",
     "fake_dispatch_through",
+    "FakeImplCtx",
     "fake_impls",
     "fake_utils",
     "FakeTensor",

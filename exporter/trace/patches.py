@@ -34,6 +34,7 @@ from .._torch_internals import (
     enable_python_dispatcher,
     fake_impls,
     FAKE_REAL_CHECK,
+    FakeImplCtx,
     fake_utils,
     forget_compiled,
     free_unbacked_symbols,
@@ -151,6 +152,7 @@ def tracing_patches(
         stack.enter_context(_hop_bodies_forgotten())
         stack.enter_context(_python_semantics(data_sized_len))
         stack.enter_context(_values_asked_for(draft))
+        stack.enter_context(_data_sized_outputs_from_zero())
         stack.enter_context(fast.memory_formats_remembered())
         yield
 
@@ -565,6 +567,22 @@ def _values_asked_for(draft: bool) -> Iterator[None]:
         for owner, name, make in ((torch.SymInt, "__hash__", size_hash), (torch.Tensor, "numpy", tensor_numpy)):
             real = getattr(owner, name)
             stack.enter_context(replaced(owner, name, in_tracing_thread(make(real, draft=draft), real)))
+        yield
+
+
+def _size_from_zero(self, *, min=0, max=None):
+    return self.new_dynamic_size(min=min, max=max)
+
+
+@contextlib.contextmanager
+def _data_sized_outputs_from_zero() -> Iterator[None]:
+    # A custom op's fake kernel written with the deprecated ``ctx.create_unbacked_symint()``
+    # (torchvision's ``nms`` and ``qnms``) gets a size of at least 2 by
+    # that method's default, a bound nothing checks: the program would then assert it, and
+    # refuse an input where NMS keeps one box or none.  Called without ``min``, it gives what
+    # ``new_dynamic_size`` gives: any size from 0.
+    real = FakeImplCtx.create_unbacked_symint
+    with replaced(FakeImplCtx, "create_unbacked_symint", in_tracing_thread(_size_from_zero, real)):
         yield
 
 

@@ -20,6 +20,7 @@ from exporter._torch_internals.fast import MAKE_FX_TENSOR_METADATA
 from exporter._torch_internals import (
     DimDynamic,
     FakeTensorMode,
+    FakeImplCtx,
     FunctionalTensor,
     FunctionalTensorMode,
     HigherOrderOperator,
@@ -60,6 +61,7 @@ def _global_state():
         "tensor metadata": getattr(*MAKE_FX_TENSOR_METADATA),
         "higher-order op call": HigherOrderOperator.__dict__["__call__"],
         "dispatch miss": torch._ops.OpOverload.__dict__["_get_dispatch"],
+        "deprecated data-sized size": FakeImplCtx.__dict__["create_unbacked_symint"],
     }
 
 

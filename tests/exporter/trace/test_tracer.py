@@ -1,6 +1,7 @@
 """Tracing: error categories with the user's source line, mutations, and global state."""
 
 import json
+import warnings
 
 import pytest
 import torch
@@ -499,3 +500,36 @@ def test_a_buffer_replaced_with_a_value_made_from_itself_is_refused():
     with pytest.raises(exporter.TraceError, match=r"replaced buffer 'cache' \(\(2,\) torch.float32\) with \(3,\) "
                        r"torch.float32 computed from the buffer itself"):
         exporter.export(_Regrown(), (torch.ones(1),))
+
+
+@torch.library.custom_op("exporter_tests::above_half", mutates_args=())
+def above_half(x: torch.Tensor) -> torch.Tensor:
+    return torch.nonzero(x > 0.5).flatten()
+
+
+@above_half.register_fake
+def _above_half_fake(x):
+    # the deprecated spelling torchvision's nms still uses: its default bound is "at least 2"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        count = torch.library.get_ctx().create_unbacked_symint()
+    return x.new_empty(count, dtype=torch.long)
+
+
+class KeepsAboveHalf(torch.nn.Module):
+    def forward(self, x):
+        keep = above_half(x)
+        return x[keep] * 2, keep
+
+
+@pytest.mark.parametrize("ir", ["inference", "training"])
+def test_a_custom_ops_data_sized_result_may_hold_one_value_or_none(ir):
+    # A fake kernel that allocates its size with ctx.create_unbacked_symint() and no ``min``
+    # would make the program assert a size of at least 2 and refuse these inputs.
+    model = KeepsAboveHalf()
+    ep = exporter.export(model, (torch.tensor([0.9, 0.1, 0.7, 0.6]),), ir=ir)
+    for values in ([0.9, 0.1, 0.7, 0.6], [0.1, 0.9, 0.2, 0.3], [0.1, 0.2, 0.3, 0.4], [0.8, 0.9, 0.7, 0.6]):
+        x = torch.tensor(values)
+        got, want = ep.module()(x), model(x)
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w)
