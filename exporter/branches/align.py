@@ -1,10 +1,11 @@
 """Where two runs of forward that took one decision's two values part, and where they meet again.
 
 The runs are identical up to the decision.  After it, they are compared node by node: where
-they differ a region starts, and it ends where the innermost module call that was running
-when the decision was asked returns, in each run.  From there the runs must agree again,
-node by node, up to the next use of the decision (another region) or the end; if they do
-not, the region ends one module call further out, and so on up to the end of forward.  A
+they differ a region starts, and it ends where the innermost call that was running when the
+decision was asked returns, in each run: a function of the user's (``UserCalls``), or else
+a module call.  From there the runs must agree again, node by node, up to the next use of
+the decision (another region) or the end; if they do not, the region ends one call further
+out, and so on up to the end of forward.  A
 node after a region that reads a value the two runs computed differently reads one of the
 region's *slots*: the pair (value in the first run, value in the second)."""
 
@@ -31,6 +32,8 @@ class Run:
     """The tracer's run: its graph module, fake mode, inputs and what it recorded."""
     decisions: list[Decision]
     schedule: dict
+    calls: dict[torch.fx.Node, tuple[int, ...]] = attrs.field(factory=dict)
+    """Node -> the user's function calls it was made in (``UserCalls``)."""
 
     def __attrs_post_init__(self) -> None:
         _items_after_their_op(self.graph)
@@ -52,12 +55,17 @@ class Run:
                 for anchor, (_, stack) in zip(decision.anchors, decision.uses)
             ]
             decision.position = decision.uses[0][0]
-        self.stacks: list[tuple[str, ...]] = []
-        previous: tuple[str, ...] = ()
+        # the calls each node was made in: its module calls, then the user's function calls
+        # inside the innermost (an op's items, moved next to it, count as made with it)
+        self.stacks: list[tuple[str | int, ...]] = []
+        modules: tuple[str, ...] = ()
+        functions: tuple[int, ...] = ()
         for node in self.nodes:
             stack = node.meta.get("nn_module_stack")
-            previous = tuple(stack) if stack else previous
-            self.stacks.append(previous)
+            modules = tuple(stack) if stack else modules
+            source = node.args[0] if node.target is operator.getitem and node.args else node
+            functions = self.calls.get(source, self.calls.get(node, functions))
+            self.stacks.append(modules + functions)
 
     def _past_items(self, position: int) -> int:
         """``position`` moved past the items of ops made before it (``_items_after_their_op``
@@ -116,8 +124,9 @@ class Region:
     end_a: int
     start_b: int
     end_b: int
-    call: str | None
-    """The module call the region ends with (None: it runs to the end of forward)."""
+    call: str | int | None
+    """The call the region ends with: a module call's key, or a function call's name in
+    ``UserCalls`` (None: it runs to the end of forward)."""
     slots: list[tuple[Any, Any]] = attrs.field(factory=list)
     """(value in the first run, value in the second) for each value read after the region."""
     slot_of: dict[Any, int] = attrs.field(factory=dict)
@@ -206,8 +215,8 @@ def _same_args(c: _Comparison, x: Any, y: Any) -> bool:
     return all(c.pair(p, q) for p, q in zip(leaves_x, leaves_y))
 
 
-def _end_of_call(run: Run, start: int, call: str | None) -> int:
-    """The first node at or after ``start`` outside module call ``call`` (the output node for None)."""
+def _end_of_call(run: Run, start: int, call: str | int | None) -> int:
+    """The first node at or after ``start`` outside call ``call`` (the output node for None)."""
     end = len(run.nodes) - 1
     if call is None:
         return end
@@ -271,8 +280,8 @@ def align(a: Run, b: Run, decision: Decision, universe: list[int], levels: dict[
             c.mapping.pop(n, None)
         i, j = i - back, j - back
         k = len(c.regions)
-        # the innermost module call the decision was asked in that either run is still inside
-        # (one side may have nothing more to do in it)
+        # the innermost call the decision was asked in that either run is still inside (one
+        # side may have nothing more to do in it)
         inside = [key for key in reversed(stack) if key in a.stacks[min(i, end_a)] or key in b.stacks[min(j, end_b)]]
         level = levels.get(k, 0)
         call = inside[level] if level < len(inside) else None

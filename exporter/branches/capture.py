@@ -80,7 +80,7 @@ def _runner(request: Any, runs: dict[frozenset, Run], max_runs: int, checked: di
                 if raises is not None and len(checked) < max_runs:
                     raise raises from error
                 raise refusal(error, max_runs - 1) or error
-            runs[key] = Run(traced, list(decider.decisions), dict(schedule))
+            runs[key] = Run(traced, list(decider.decisions), dict(schedule), decider.calls.of_node)
             runs[key].checks = list(decider.checks)
             runs[key].loops = list(decider.loops)
         return runs[key]

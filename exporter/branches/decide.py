@@ -32,6 +32,7 @@ from .._torch_internals import (
     free_unbacked_symbols,
     traced_graph,
 )
+from ..trace.stacks import UserCalls
 from ..trace.write_watch import writes
 from .loops import DataLoop, Loop, loop_refusal
 
@@ -63,12 +64,13 @@ class Decision:
     position: int
     """Where the sides part: the index, in the run's finished graph, of the first node made
     after it was first asked (``Run`` sets it from ``anchor``)."""
-    stack: tuple[str, ...]
-    """The module calls active when it was first asked, outermost first."""
+    stack: tuple[str | int, ...]
+    """The calls active when it was first asked, outermost first: the module calls, then the
+    user's function calls inside the innermost one (``UserCalls``)."""
     code: str | None
     """The user's source line that asked."""
-    uses: list[tuple[int, tuple[str, ...]]] = attrs.field(factory=list)
-    """Every time it was asked (the first included): graph position and module calls."""
+    uses: list[tuple[int, tuple[str | int, ...]]] = attrs.field(factory=list)
+    """Every time it was asked (the first included): graph position and the calls active."""
     anchors: list[torch.fx.Node | None] = attrs.field(factory=list)
     """For each use, the last node made before it that the trace keeps to the end (make_fx
     drops unused size arithmetic when it finishes, so counting nodes while tracing is not
@@ -165,6 +167,8 @@ class Decider:
         self._known: dict[sympy.Basic, Decision] = {}
         self._occurrences: dict[tuple[str, str | None], int] = {}
         self._item_symbols: dict[torch.fx.Node, sympy.Symbol] = {}
+        self.calls = UserCalls()
+        """The user's function calls each node of the run was made in (recorded by the tracer)."""
 
     def __call__(self, shape_env: Any, expr: sympy.Basic, error: GuardOnDataDependentSymNode) -> bool:
         if not self.active or not _is_boolean(expr):
@@ -180,7 +184,8 @@ class Decider:
                 "branches='draft' to follow the example",
             ) from error
         graph = traced_graph()
-        stack = tuple(current_module_stack())
+        modules = tuple(current_module_stack())
+        stack = modules + self.calls.running(sys._getframe(1))
         anchor = _anchor(graph)
         position = 0
         bindings = _binding_nodes(graph, set(free_unbacked_symbols(expr)))
@@ -193,7 +198,7 @@ class Decider:
             decision.uses.append((position, stack))
             decision.anchors.append(anchor)
         else:
-            module = stack[-1] if stack else ""
+            module = modules[-1] if modules else ""
             if len(self.decisions) >= self.limit:
                 # most of them on this one line of this one call: a loop that tests a value each time round
                 repeated = self._occurrences.get((module, location), 0) * 2 > len(self.decisions)

@@ -58,7 +58,7 @@ from .kernels import (
 )
 from .fast import FastPaths
 from .python_ops import builtin_len, builtin_max, builtin_min, power, tensor_factory, tensor_getitem, tensor_iter
-from .stacks import user_stack_trace
+from .stacks import user_calls_recorded, user_stack_trace
 from .tracing_checks import exporting_answer
 from .values import size_hash, tensor_numpy
 from .view_sizes import sized_as_asked
@@ -479,6 +479,9 @@ def _node_recording(on_node: NodeHook | None) -> Iterator[None]:
             trace = user_stack_trace(sys._getframe(1))
             if trace:
                 node.stack_trace = trace
+        calls = user_calls_recorded()
+        if calls is not None:
+            calls.note(node, sys._getframe(1))
         if on_node is not None:
             on_node(node)
         return node

@@ -1,20 +1,24 @@
 """Python stacks during a trace: each graph node's stack trace, recorded by walking the live
-frames and formatting only the user's (the text make_fx would record), and room on the
+frames and formatting only the user's (the text make_fx would record), the user's function
+calls each node was made in (``UserCalls``, for branch capture), and room on the
 interpreter's frame stack so a trace's deep dispatch path does not straddle a chunk boundary
 on every op (``on_roomy_stack``)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import linecache
+import threading
 import types
 from collections.abc import Callable
 from types import FrameType
 from typing import Any, TypeVar
 
+from .._ir import is_library_frame
 from .._torch_internals import stack_trace_anchors, uninteresting_files
 
-__all__ = ["on_roomy_stack", "user_stack_trace"]
+__all__ = ["UserCalls", "on_roomy_stack", "recording_user_calls", "user_calls_recorded", "user_stack_trace"]
 
 _T = TypeVar("_T")
 
@@ -130,3 +134,81 @@ def on_roomy_stack(fn: Callable[..., _T], *args: Any) -> _T:
         return _roomy_call()(fn, *args)
     finally:
         _CALLERS.clear()
+
+
+class UserCalls:
+    """The calls of the user's functions (not torch's, exporter's or the standard library's)
+    below the innermost ``forward`` that were running as each node was made.
+
+    Branch capture ends a branch where the function that asked for the value returns, as it
+    ends one where a module call returns.  A call is named by the order in which this run
+    first saw it, so two runs that went the same way up to a point name the calls running
+    there alike.  The frames are held until the run ends, so no name is given twice."""
+
+    def __init__(self) -> None:
+        self.of_node: dict[Any, tuple[int, ...]] = {}
+        """Node -> the calls running when it was made, outermost first."""
+        self._names: dict[int, tuple[FrameType, int]] = {}
+
+    def running(self, frame: FrameType | None) -> tuple[int, ...]:
+        """The names of the user's calls running at ``frame``, outermost first; none outside
+        every ``forward`` (the caller of the export is no part of the model)."""
+        frames: list[FrameType] = []
+        while frame is not None:
+            code = frame.f_code
+            kind = _CALL_KIND.get(id(code))
+            if kind is None or kind[0] is not code:
+                kind = _CALL_KIND[id(code)] = (code, _call_kind(code))
+            if kind[1] == _FORWARD:
+                break
+            if kind[1] == _USER:
+                frames.append(frame)
+            frame = frame.f_back
+        if frame is None:
+            return ()
+        names = []
+        for user in reversed(frames):
+            named = self._names.get(id(user))
+            if named is None:
+                named = self._names[id(user)] = (user, len(self._names))
+            names.append(named[1])
+        return tuple(names)
+
+    def note(self, node: Any, frame: FrameType | None) -> None:
+        self.of_node[node] = self.running(frame)
+
+    def forget_frames(self) -> None:
+        """Let the run's frames go (their names stay on the nodes)."""
+        self._names.clear()
+
+
+_FORWARD, _USER, _OTHER = range(3)
+_CALL_KIND: dict[int, tuple[Any, int]] = {}
+"""id(code object) -> (the code object, what its frames are to ``UserCalls``)."""
+
+
+def _call_kind(code: types.CodeType) -> int:
+    if code.co_name == "forward":
+        return _FORWARD
+    # code with no file (``python -c``, a REPL, ``exec``) is the user's too
+    return _USER if code.co_filename.startswith("<") or not is_library_frame(code.co_filename) else _OTHER
+
+
+_RECORDING = threading.local()
+
+
+@contextlib.contextmanager
+def recording_user_calls(calls: UserCalls) -> Any:
+    """Within the block, each node the tracer makes in this thread is noted in ``calls``."""
+    previous = getattr(_RECORDING, "calls", None)
+    _RECORDING.calls = calls
+    try:
+        yield
+    finally:
+        _RECORDING.calls = previous
+        calls.forget_frames()
+
+
+def user_calls_recorded() -> UserCalls | None:
+    """The ``UserCalls`` this thread's nodes are noted in, if any."""
+    return getattr(_RECORDING, "calls", None)

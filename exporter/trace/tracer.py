@@ -40,7 +40,7 @@ from .module_function import ROOT_ATTR, Holder, ModuleRun, Recorded, functional_
 from .patches import tracing_patches
 from .preserve import module_preserved
 from .signature import constant_attribute_fqns, input_specs, output_specs
-from .stacks import on_roomy_stack
+from .stacks import on_roomy_stack, recording_user_calls
 from .state_inputs import StateInputs, collect_state, real_writes_undone
 from .symbols import FakeInputs, fake_inputs, new_fake_mode
 from .write_watch import NeedsFunctionalization, WriteWatch
@@ -226,7 +226,9 @@ def _trace_once(request: _Request, kind: str, *, by_recorder: bool = False) -> _
     # what a run decided holds for that run only: the next one may decide the other way
     undone = assumptions_undone(fake_mode.shape_env) if r.decider is not None else contextlib.nullcontext()
     metas = r.fast.meta_kernels_for(fake_mode)
-    with real_writes_undone(fake_mode), undone, fake_mode, metas, memo, tracing(TracingContext(fake_mode)):
+    # where a decision's sides rejoin: the user's function calls each node is made in
+    calls = recording_user_calls(r.decider.calls) if r.decider is not None and not by_recorder else contextlib.nullcontext()
+    with real_writes_undone(fake_mode), undone, calls, fake_mode, metas, memo, tracing(TracingContext(fake_mode)):
         if by_recorder:
             from .fast.recorder import record
 

@@ -263,6 +263,36 @@ def test_one_value_tested_in_every_layer_is_one_decision_with_a_cond_per_layer()
     assert program.branch_report.runs == 2
 
 
+def _strongest(scores):
+    """A helper function, not a module: its branch must still end where it returns."""
+    kept = scores[scores > 0]
+    if kept.numel() > 3:  # line-marker: helper
+        return kept.sort(descending=True).values[:3]
+    return kept * 2
+
+
+class BranchInAHelperPerItem(nn.Module):
+    """torchvision's batched_nms, called once per image of a list: each call decides on its own."""
+
+    def forward(self, images: list[torch.Tensor]):
+        return [_strongest(scores).sum() for scores in images]
+
+
+def _scores(positives: int) -> torch.Tensor:
+    return torch.cat([torch.rand(positives) + 0.1, -torch.rand(6 - positives)])
+
+
+@pytest.mark.parametrize("items", [2, 4])
+def test_a_branch_in_a_helper_function_ends_where_the_function_returns(items):
+    model = BranchInAHelperPerItem()
+    program = exporter.export(model, ([_scores(5) for _ in range(items)],))
+    # one run and one cond per call, not a run for every combination of the calls' sides
+    assert _conds(program) == items and program.branch_report.runs == items + 1
+    assert {d.location for d in program.branch_report.decisions} == {_line("helper")}
+    every_side = [([_scores(5 if (k >> i) & 1 else 2) for i in range(items)],) for k in range(2**items)]
+    _matches_eager(program, model, every_side + [([_scores(0) for _ in range(items)],)])
+
+
 @pytest.mark.parametrize("layers", [2, 4, 8])
 def test_a_branch_in_each_layer_costs_one_run_and_one_cond_per_layer(layers):
     program = exporter.export(BranchInEachLayer(layers).eval(), (torch.randn(4, 8),))
