@@ -10,7 +10,10 @@ Each model is a stack of L layers, in two families:
 - ``local``: each layer branches on a value of its own (``if h.abs().max() > 1:``): L
   decisions, which should cost L + 1 runs of forward and one cond per layer;
 - ``shared``: one flag computed before the layers and tested in each of them: one decision,
-  two runs, a cond per layer.
+  two runs, a cond per layer;
+- ``helper``: ``local``'s branch in a plain function the root's forward calls after each
+  layer: L decisions in one module call, which should cost L + 1 runs too (the branch ends
+  where the function returns).
 
 exporter exports the plain Python model. torch.export cannot (it stops at the branch), so
 the oracle is torch.export on the same model written with ``torch.cond`` by hand, the
@@ -90,15 +93,44 @@ class Stack(nn.Module):
         return x
 
 
-FAMILIES = {"local": (LocalLayer, LocalLayerCond, False), "shared": (SharedLayer, SharedLayerCond, True)}
+def bounded(h):
+    """The ``local`` family's branch in a function of its own, called after each layer."""
+    if h.abs().max() > 1:
+        return h / h.abs().max()
+    return h
+
+
+def bounded_cond(h):
+    return torch.cond(h.abs().max() > 1, lambda h: h / h.abs().max(), lambda h: h.clone(), (h,))
+
+
+class HelperStack(nn.Module):
+    def __init__(self, helper: Any, n: int) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(WIDTH, WIDTH) for _ in range(n))
+        self.helper = helper
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = self.helper(layer(x))
+        return x
+
+
+FAMILIES = {
+    "local": (LocalLayer, LocalLayerCond, False),
+    "shared": (SharedLayer, SharedLayerCond, True),
+    "helper": (bounded, bounded_cond, None),
+}
 
 
 def models(family: str, layers: int) -> tuple[nn.Module, nn.Module]:
     """The plain model and its hand-written ``torch.cond`` twin, with the same weights."""
-    plain_layer, cond_layer, shared = FAMILIES[family]
+    plain_part, cond_part, shared = FAMILIES[family]
     torch.manual_seed(0)
-    plain = Stack(plain_layer, layers, shared).eval()
-    twin = Stack(cond_layer, layers, shared).eval()
+    if shared is None:  # the branch is in a function the root's forward calls
+        plain, twin = HelperStack(plain_part, layers).eval(), HelperStack(cond_part, layers).eval()
+    else:
+        plain, twin = Stack(plain_part, layers, shared).eval(), Stack(cond_part, layers, shared).eval()
     twin.load_state_dict(plain.state_dict())
     return plain, twin
 

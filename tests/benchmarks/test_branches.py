@@ -23,7 +23,7 @@ def bench():
     return module
 
 
-@pytest.mark.parametrize("family", ["local", "shared"])
+@pytest.mark.parametrize("family", ["local", "shared", "helper"])
 def test_the_plain_model_and_its_cond_twin_agree_on_every_side(bench, family):
     plain, twin = bench.models(family, 3)
     for x in bench.side_inputs():
@@ -37,7 +37,7 @@ def test_the_side_inputs_take_both_sides_of_each_family(bench):
     assert {bool(plain.layers[0].lin(x).abs().max() > 1) for x in xs} == {True, False}
 
 
-@pytest.mark.parametrize("family, decisions, runs", [("local", 2, 3), ("shared", 1, 2)])
+@pytest.mark.parametrize("family, decisions, runs", [("local", 2, 3), ("shared", 1, 2), ("helper", 2, 3)])
 def test_a_row_counts_decisions_runs_and_conds_and_checks_every_side(bench, family, decisions, runs):
     row = bench.measure(family, 2, repeats=1)
     assert (row["decisions"], row["runs"], row["conds"], row["oracle_conds"]) == (decisions, runs, 2, 2)
