@@ -158,6 +158,8 @@ class UserCalls:
             code = frame.f_code
             kind = _CALL_KIND.get(id(code))
             if kind is None or kind[0] is not code:
+                if len(_CALL_KIND) > _KEEP_LIMIT:  # generated code keeps bringing new code objects
+                    _CALL_KIND.clear()
                 kind = _CALL_KIND[id(code)] = (code, _call_kind(code))
             if kind[1] == _FORWARD:
                 break
