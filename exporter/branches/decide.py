@@ -115,6 +115,22 @@ def _is_boolean(expr: sympy.Basic) -> bool:
     return isinstance(expr, (sympy.And, sympy.Or, sympy.Not, sympy.Xor)) and all(_is_boolean(a) for a in expr.args)
 
 
+def _empty_test(shape_env: Any, expr: sympy.Basic) -> bool:
+    """Whether ``expr`` asks if a tensor the data sizes is empty (``Eq(4*u0, 0)``).  An
+    operator asks it for its empty-input path (torch's C++ ``batch_norm`` on the rows a mask
+    kept): both of the operator's paths are traced and joined, as a branch of the model's."""
+    if not isinstance(expr, (sympy.Eq, sympy.Ne)) or 0 not in (expr.lhs, expr.rhs):
+        return False
+    size = expr.rhs if expr.lhs == 0 else expr.lhs
+    symbols = size.free_symbols
+    if not symbols or not symbols <= set(free_unbacked_symbols(size)):
+        return False
+    try:
+        return bool(shape_env.bound_sympy(size).lower >= 0)  # a count, not a value that may be negative
+    except Exception:  # noqa: BLE001 - no bound known: not a size
+        return False
+
+
 def _anchor(graph: torch.fx.Graph | None) -> torch.fx.Node | None:
     """The last node of ``graph`` that make_fx keeps when it finishes: not one whose value is
     a symbolic number (sizes read and size arithmetic, which it drops when unused)."""
@@ -174,7 +190,7 @@ class Decider:
         if not self.active or not _is_boolean(expr):
             raise error
         location, code, direct = _user_line()
-        if not direct:  # an operator's own question: not a branch of the model's
+        if not direct and not _empty_test(shape_env, expr):  # an operator's own question: not a branch of the model's
             raise error
         inside = self._open_loop()
         if inside is not None:

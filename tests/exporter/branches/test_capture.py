@@ -193,6 +193,18 @@ class CountOfAnInputsEntries(nn.Module):
         return x.sin()
 
 
+class NormOfTheSelectedRows(nn.Module):
+    """torch's C++ batch_norm asks whether its input is empty: an operator's own question,
+    about rows only the data counts, traced both ways like a branch of the model's."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.BatchNorm1d(8)
+
+    def forward(self, x):
+        return self.norm(x[x.sum(1) > 0]).sum(0)
+
+
 def _x(*shape, sign=1.0):
     return sign * (torch.rand(*shape) + 0.1)
 
@@ -221,6 +233,9 @@ CASES = {
         PaddedToTheLongest, (torch.rand(2, 5, 4), torch.tensor([[1, 2, 0, 1, 1], [2, 2, 2, 0, 0]])),
         [(-torch.rand(2, 5, 4), torch.tensor([[3, 0, 0, 0, 1], [1, 1, 1, 1, 1]])), (torch.rand(2, 5, 4), torch.zeros(2, 5, dtype=torch.long)),
          (-torch.rand(2, 5, 4), torch.zeros(2, 5, dtype=torch.long))], 1,
+    ),
+    "an operator's empty-input path": (
+        NormOfTheSelectedRows, (torch.randn(4, 8),), [(_x(4, 8, sign=-1),), (torch.randn(4, 8),), (_x(4, 8),)], 1,
     ),
     "count of an input's entries": (
         CountOfAnInputsEntries, (torch.tensor([2.0, 3.0, 5.0]),), [(torch.tensor([2.0, 0.0, 5.0]),), (torch.tensor([1.0, 1.0, 1.0]),)], 1,
