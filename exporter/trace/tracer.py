@@ -226,8 +226,10 @@ def _trace_once(request: _Request, kind: str, *, by_recorder: bool = False) -> _
     # what a run decided holds for that run only: the next one may decide the other way
     undone = assumptions_undone(fake_mode.shape_env) if r.decider is not None else contextlib.nullcontext()
     metas = r.fast.meta_kernels_for(fake_mode)
-    # where a decision's sides rejoin: the user's function calls each node is made in
-    calls = recording_user_calls(r.decider.calls) if r.decider is not None and not by_recorder else contextlib.nullcontext()
+    # where a decision's sides rejoin: the user's function calls each node is made in, for
+    # the runs branch capture joins (the first run only finds whether there are decisions)
+    joined = r.decider is not None and r.world is not None and not by_recorder
+    calls = recording_user_calls(r.decider.calls) if joined else contextlib.nullcontext()
     with real_writes_undone(fake_mode), undone, calls, fake_mode, metas, memo, tracing(TracingContext(fake_mode)):
         if by_recorder:
             from .fast.recorder import record
