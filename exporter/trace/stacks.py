@@ -153,13 +153,13 @@ class UserCalls:
     def running(self, frame: FrameType | None) -> tuple[int, ...]:
         """The names of the user's calls running at ``frame``, outermost first; none outside
         every ``forward`` (the caller of the export is no part of the model)."""
+        if len(_CALL_KIND) > _KEEP_LIMIT:  # generated code keeps bringing new code objects
+            _CALL_KIND.clear()
         frames: list[FrameType] = []
         while frame is not None:
             code = frame.f_code
             kind = _CALL_KIND.get(id(code))
-            if kind is None or kind[0] is not code:
-                if len(_CALL_KIND) > _KEEP_LIMIT:  # generated code keeps bringing new code objects
-                    _CALL_KIND.clear()
+            if kind is None:  # the entry holds its code object, so the id stays its own
                 kind = _CALL_KIND[id(code)] = (code, _call_kind(code))
             if kind[1] == _FORWARD:
                 break
