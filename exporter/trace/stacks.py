@@ -190,7 +190,8 @@ _CALL_KIND: dict[int, tuple[Any, int]] = {}
 
 
 def _call_kind(code: types.CodeType) -> int:
-    if code.co_name == "forward":
+    # a module's forward, not an autograd.Function's (``forward(ctx, ...)``)
+    if code.co_name == "forward" and not (code.co_argcount and code.co_varnames[0] == "ctx"):
         return _FORWARD
     # code with no file (``python -c``, a REPL, ``exec``) is the user's too
     return _USER if code.co_filename.startswith("<") or not is_library_frame(code.co_filename) else _OTHER
