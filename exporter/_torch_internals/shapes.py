@@ -12,6 +12,7 @@ import torch
 from torch._guards import GuardSource, Source, TracingContext, tracing
 from torch.export.dynamic_shapes import Dim, _DerivedDim as DerivedDim, _DimHint as DimHint, _DimHintType as DimHintType
 from torch.fx.experimental.symbolic_shapes import (
+    CallMethodKey,
     ConstraintViolationError,
     DimDynamic,
     EqualityConstraint,
@@ -29,6 +30,7 @@ from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
 __all__ = [
+    "CallMethodKey",
     "constant_source",
     "ConstraintViolationError",
     "DerivedDim",

@@ -15,10 +15,12 @@ import operator
 from typing import Any
 
 import attrs
+import sympy
 import torch
 import torch.utils._pytree as pytree
 
 from .decide import Decision
+from .general import Adjust, Generality, facts, is_copy, is_number, is_size, is_view, same_number, same_view, unify
 from .loops import same_constant
 
 __all__ = ["Region", "Run", "align"]
@@ -161,6 +163,13 @@ class _Comparison:
     """Second run's node -> first run's node, for the nodes where the runs agree."""
     changed: dict[torch.fx.Node, int] = attrs.field(factory=dict)
     """First run's nodes outside every region that a region's slot stands for afterwards."""
+    generality: Generality | None = None
+    """After the last region, where one run is compared as the general case of the other
+    (``general.py``)."""
+    at: int = 0
+    """The first run's node being compared."""
+    site: Any = None
+    """The decision's site."""
 
     def region_a(self, node: Any) -> int | None:
         i = self.a.index.get(node)
@@ -174,6 +183,17 @@ class _Comparison:
         """Whether value ``x`` of the first run and ``y`` of the second, read by nodes where
         the runs agree again, are one value: the same node, or a slot of the region that
         computed either (made here on first reading)."""
+        gen = self.generality
+        if gen is not None:
+            x, y = gen.resolve(x), gen.resolve(y)
+            loose = (
+                (is_number(x) or is_number(y))
+                and not (isinstance(x, torch.fx.Node) and isinstance(y, torch.fx.Node) and self.mapping.get(y) is x)
+                and self.region_a(x) is None and self.region_b(y) is None
+            )
+            if loose and (isinstance(x, torch.fx.Node) or isinstance(y, torch.fx.Node) or not same_constant(x, y)):
+                gen.mark(self.at)
+                return same_number(gen, x, y)
         if not isinstance(x, torch.fx.Node) or not isinstance(y, torch.fx.Node):
             return isinstance(x, torch.fx.Node) == isinstance(y, torch.fx.Node) and same_constant(x, y)
         rx, ry = self.region_a(x), self.region_b(y)
@@ -191,6 +211,8 @@ class _Comparison:
             return region.slots[region.slot_of[x]][1] is y
         if rx is None and x in self.changed:
             return False
+        if gen is not None and not unify(gen, x, y):
+            return False
         region.slot_of[x] = len(region.slots)
         region.slots.append((x, y))
         if rx is None:
@@ -200,11 +222,35 @@ class _Comparison:
 
 def _same_node(c: _Comparison, a: torch.fx.Node, b: torch.fx.Node) -> bool:
     """Whether nodes ``a`` (first run) and ``b`` (second) compute the same value."""
+    gen = c.generality
+    if gen is not None and a.op == b.op == "call_function" and is_view(a) and is_view(b) and (
+        a.target != b.target or not _same_args(c, (a.args, a.kwargs), (b.args, b.kwargs))
+    ):
+        gen.mark(c.at)
+        return same_view(c.pair, gen, a, b)
     if a.op != b.op or a.target != b.target and a.op != "get_attr":
         return False
     if a.op == "get_attr":
         return same_constant(c.a.constant(a), c.b.constant(b))
-    return _same_args(c, (a.args, a.kwargs), (b.args, b.kwargs))
+    if not _same_args(c, (a.args, a.kwargs), (b.args, b.kwargs)):
+        return False
+    return gen is None or unify(gen, a, b)
+
+
+def _pass_over(c: _Comparison, i: int, j: int) -> tuple[int, int] | None:
+    """Where the runs, compared as general and special, differ at nodes ``i`` and ``j``: pass
+    over a size only one of them computes, or a copy only one makes; None if neither."""
+    gen = c.generality
+    x, y = c.a.nodes[i], c.b.nodes[j]
+    first, second = ((x, "a"), (y, "b")) if gen.general == "a" else ((y, "b"), (x, "a"))
+    for test in (is_size, is_copy):
+        for node, side in (first, second):
+            if test(node):
+                gen.mark(i)
+                if test is is_copy:
+                    gen.aliases[node] = node.args[0]
+                return (i + 1, j) if side == "a" else (i, j + 1)
+    return None
 
 
 def _same_args(c: _Comparison, x: Any, y: Any) -> bool:
@@ -243,29 +289,52 @@ def _external_reads(c: _Comparison, k: int) -> None:
                 raise Extend(k)
 
 
-def align(a: Run, b: Run, decision: Decision, universe: list[int], levels: dict[int, int]) -> _Comparison:
+def align(
+    a: Run, b: Run, decision: Decision, universe: list[int], levels: dict[int, int], general: str | None = None
+) -> _Comparison:
     """Compare ``a`` (``decision`` True) with ``b`` (False) from the decision on.  ``levels``:
     how many module calls further out than the innermost each region ends (raised by the
-    caller on ``Extend``).  Returns the regions and the agreement between the runs."""
+    caller on ``Extend``).  ``general``: after the last region, compare run ``'a'`` or
+    ``'b'`` as the general case of the other (``general.py``).  Returns the regions and the
+    agreement between the runs."""
     p = decision.position
     if len(a.nodes) < p or len(b.nodes) < p or any(
         x.op != y.op or (x.target != y.target and x.op != "get_attr") for x, y in zip(a.nodes[:p], b.nodes[:p])
     ):
         raise Parted(decision.site)
-    c = _Comparison(a, b, [], {y: x for x, y in zip(a.nodes[:p], b.nodes[:p])})
+    c = _Comparison(a, b, [], {y: x for x, y in zip(a.nodes[:p], b.nodes[:p])}, site=decision.site)
     uses = sorted(decision.uses)
     used = 0
     i = j = p
     end_a, end_b = len(a.nodes) - 1, len(b.nodes) - 1
     while True:
-        while i < end_a and j < end_b and _same_node(c, a.nodes[i], b.nodes[j]):
-            c.mapping[b.nodes[j]] = a.nodes[i]
-            i, j = i + 1, j + 1
+        if general is not None and c.regions and used == len(uses) and c.generality is None:
+            # what the special run knew when it took the decision (a later decision of its own
+            # has two sides there too: the general run must ask it as well)
+            special = b if general == "a" else a
+            c.generality = Generality(general, facts=facts(d for d in special.decisions if d.position <= p))
+            _seed(c)
+            after = (i, j)
+        while i < end_a and j < end_b:
+            c.at = i
+            if _same_node(c, a.nodes[i], b.nodes[j]):
+                c.mapping[b.nodes[j]] = a.nodes[i]
+                i, j = i + 1, j + 1
+                continue
+            step = _pass_over(c, i, j) if c.generality is not None else None
+            if step is None:
+                break
+            i, j = step
         if i == end_a and j == end_b:
+            c.at = i
             if _same_outputs(c, universe):
+                if c.generality is not None:
+                    _later_decisions(c, *after, i, j, finished=True)
                 break
             if c.regions and c.regions[-1].call is None:
                 raise Unjoinable(a, b)
+        if c.generality is not None:
+            _later_decisions(c, *after, i, j, finished=False)
         fresh = [(position, stack) for position, stack in uses[used:] if position <= i]
         used += len(fresh)  # each use of the decision opens at most one region
         if not fresh and c.regions:
@@ -290,6 +359,57 @@ def align(a: Run, b: Run, decision: Decision, universe: list[int], levels: dict[
         _external_reads(c, k)
         i, j = region.end_a, region.end_b
     return c
+
+
+def _seed(c: _Comparison) -> None:
+    """The symbols the runs made before the comparison turned general: a node both runs made
+    binds, at the same place in its value, one symbol in each."""
+    gen = c.generality
+    for y, x in c.mapping.items():
+        mine, theirs = x.meta.get("unbacked_bindings") or {}, y.meta.get("unbacked_bindings") or {}
+        general, special = (mine, theirs) if gen.general == "a" else (theirs, mine)
+        by_path = {str(path): symbol for symbol, path in special.items()}
+        for symbol, path in general.items():
+            if str(path) in by_path:
+                gen.values.setdefault(symbol, by_path[str(path)])
+
+
+def _later_decisions(c: _Comparison, start_a: int, start_b: int, i: int, j: int, *, finished: bool) -> None:
+    """The decisions the runs made after the last region, up to nodes ``i`` and ``j``: each
+    the general run made must come out, in the special run's values, settled as the general
+    run took it (the special run knows the answer and did not ask), or as a decision the
+    special run made on the same values, taken the same way.  (They are compared by what they
+    ask, not by site: a run that settles one question numbers the next ones on its line
+    differently.)  Raises ``Adjust`` where the general run took one the other way: traced
+    holding it as the special run did, the runs may agree.  Raises ``Extend`` where,
+    ``finished``, a decision of either run has no counterpart."""
+    gen = c.generality
+    runs = {"a": (c.a, start_a, i), "b": (c.b, start_b, j)}
+    general, g_start, g_end = runs[gen.general]
+    special, s_start, s_end = runs["b" if gen.general == "a" else "a"]
+    asked = {d.expression: d for d in special.decisions if s_start <= d.position <= s_end and d.site != c.site}
+    matched = set()
+    for decision in general.decisions:
+        if not g_start <= decision.position <= g_end or decision.site == c.site:
+            continue
+        asks = gen.in_special(decision.expression, settle=False)
+        theirs, negated = (asked.get(asks), False) if asks is not None else (None, False)
+        if theirs is None and asks is not None:
+            theirs, negated = asked.get(sympy.Not(asks)), True
+        if theirs is not None:
+            matched.add(id(theirs))
+            if (theirs.value != negated) != decision.value:
+                raise Adjust(gen.general, decision.site, theirs.value != negated)
+            continue
+        settled = gen.in_special(decision.expression)
+        if settled is not None and settled in (sympy.true, sympy.false):
+            if bool(settled) != decision.value:
+                raise Adjust(gen.general, decision.site, bool(settled))
+            continue
+        if finished:
+            raise Extend(len(c.regions) - 1)
+    if finished and any(id(d) not in matched for d in asked.values()):
+        raise Extend(len(c.regions) - 1)
 
 
 def _same_outputs(c: _Comparison, universe: list[int]) -> bool:

@@ -66,7 +66,7 @@ def _runner(request: Any, runs: dict[frozenset, Run], max_runs: int, checked: di
     on first asking, at most ``max_runs`` of them)."""
 
     def run_of(schedule: dict[Site, bool]) -> Run:
-        key = frozenset(schedule.items())
+        key = frozenset((site, value) for site, value in schedule.items() if not value)  # True: as by default
         if key not in runs:
             if len(runs) >= max_runs:
                 raise _TooManyRuns(next((s for s, v in schedule.items() if not v), None))

@@ -20,8 +20,10 @@ from typing import Any
 import attrs
 import sympy
 import torch
+from torch.utils._pytree import SequenceKey
 
 from .._torch_internals import (
+    CallMethodKey,
     OpOverload,
     asserts_kept_inside,
     assumed,
@@ -32,6 +34,7 @@ from .._torch_internals import (
 )
 from ..trace.write_watch import aliases
 from .align import Extend, Region, Run, Unjoinable, align
+from .general import Adjust, Generality, compose
 from .decide import ITEM_OPS, Decision, Site
 from .loops import (
     Iterations,
@@ -66,6 +69,19 @@ class Overlap(Exception):
     def __init__(self, end: int) -> None:
         super().__init__(end)
         self.end = end
+
+
+class _Tainted(Exception):
+    """A decision joined in a general run's continuation reads values whose size the special
+    run knows: decision ``origin`` must be joined node by node."""
+
+    def __init__(self, origin: Site) -> None:
+        super().__init__(origin)
+        self.origin = origin
+
+
+MAX_ADJUSTMENTS = 8
+"""How many later decisions a general run may be traced again holding (``general.Adjust``)."""
 
 
 class _Grow(Exception):
@@ -153,6 +169,13 @@ class Joiner:
         self._loops: dict[int, dict[int, tuple[Loop, Iterations]]] = {}
         self.loops: list[tuple[Loop, int]] = []
         """Every loop over a data-sized tensor joined as a while_loop, with how many values it carries."""
+        self._worlds: dict[int, tuple[tuple[dict, int, Site, dict], ...]] = {}
+        """Run -> for each special run whose values a general run's nodes that forward goes on
+        with must hold: the run's symbols in its values, from which node on, the decision
+        that joined them, and what the special run assumed (``general.py``)."""
+        self._exact: set[Site] = set()
+        """Decisions whose runs must meet node by node (a later decision's sides read values
+        only their general run holds)."""
 
     # -- values
 
@@ -272,9 +295,11 @@ class Joiner:
 
     # -- spans
 
-    def span(self, g: _Graph, start: int, end: int, context: dict[Site, bool]) -> None:
+    def span(self, g: _Graph, start: int, end: int, context: dict[Site, bool]) -> _Graph:
         """Copy nodes ``[start, end)`` of ``g.run`` into ``g``, joining the decisions first
-        made there (those ``context`` does not fix) as conds."""
+        made there (those ``context`` does not fix) as conds.  Returns the graph the span
+        ends in: ``g``, or, where forward continued with another run's nodes to its end
+        (``general.py``), that run's."""
         run = g.run
         final = len(run.nodes) - 1
         pending = [
@@ -284,31 +309,40 @@ class Joiner:
         ]
         if not pending:
             self._copy_range(g, start, end)
-            return
+            return g
         decision = min(pending, key=lambda d: d.position)
         levels: dict[int, int] = {}
         mark = _mark(g)
+        kept = (len(self.decisions), len(self.loops), dict(self._worlds))
         self._joining.add(id(decision))
         try:
             while True:
                 try:
-                    self._decision(g, start, end, decision, context, levels)
-                    return
-                except _Grow as grow:
+                    return self._decision(g, start, end, decision, context, levels)
+                except (_Grow, _Tainted) as again:
+                    if isinstance(again, _Tainted) and again.origin != decision.site:
+                        raise
                     _rewind(g, mark)
                     self._constant_nodes = {k: v for k, v in self._constant_nodes.items() if k[0] != id(g.graph)}
-                    levels[grow.region] = levels.get(grow.region, 0) + 1
+                    del self.decisions[kept[0]:], self.loops[kept[1]:]
+                    self._worlds = dict(kept[2])
+                    if isinstance(again, _Tainted):
+                        self._exact.add(decision.site)
+                    else:
+                        levels[again.region] = levels.get(again.region, 0) + 1
         finally:
             self._joining.discard(id(decision))
 
-    def _decision(self, g: _Graph, start: int, end: int, decision: Decision, context: dict[Site, bool], levels: dict[int, int]) -> None:
+    def _decision(
+        self, g: _Graph, start: int, end: int, decision: Decision, context: dict[Site, bool], levels: dict[int, int]
+    ) -> _Graph:
         run = g.run
         line = (decision.site.module, decision.site.location)
         if sum((site.module, site.location) == line for site in context) >= MAX_REPEATS:
             # asked again and again inside its own branches: a loop that goes on or stops as
             # the data says
             raise DataLoop(decision)
-        other = self.run_of({**context, decision.site: not decision.value})
+        other = self.run_of({**run.schedule, **context, decision.site: not decision.value})
         if other.decision_at(decision.site) is None:
             raise AssertionError(f"the run with {decision.site} flipped did not make that decision")
         while True:
@@ -316,8 +350,16 @@ class Joiner:
                 comparison = align(run, other, decision, self.universe, levels)
                 break
             except Extend as extend:
+                comparison = self._general(g, end, other, decision, context, levels)
+                if comparison is not None:
+                    break
                 k = extend.args[0]
                 levels[k] = levels.get(k, 0) + 1
+        if comparison.a is not run:  # the general run took a later decision another way
+            g, run = self._switch(g, comparison.a, decision.position), comparison.a
+            decision, end = run.decision_at(decision.site), len(comparison.a.nodes) - 1
+        other = comparison.b
+        self._check_worlds(g, decision, comparison)
         regions = comparison.regions
         if regions and regions[-1].end_a > end:
             raise Overlap(regions[-1].end_a)  # the enclosing branch ends first: it must grow
@@ -335,7 +377,112 @@ class Joiner:
             except Overlap as overlap:  # a decision inside the region reaches past its end
                 raise _Grow(k) from overlap
             position = region.end_a
-        self.span(g, position, end, context)
+        gen = comparison.generality
+        if gen is not None and gen.general == "b" and gen.first is not None and gen.first < end:
+            # forward goes on with the general run's nodes, which hold both sides' values
+            g = self._continue_with(g, comparison, decision)
+            return self.span(g, regions[-1].end_b, len(other.nodes) - 1, context)
+        if gen is not None and gen.general == "a":
+            self._world(run, gen.values, regions[-1].end_a, decision.site, _asked(other))
+        return self.span(g, position, end, context)
+
+    # -- a general run's continuation (general.py)
+
+    def _general(
+        self, g: _Graph, end: int, other: Run, decision: Decision, context: dict[Site, bool], levels: dict[int, int]
+    ) -> Any:
+        """The runs compared as general and special after the last region, if they agree so
+        (``general.py``); None if not.  The program may go on with a run other than
+        ``g.run`` only in the joined graph itself, up to the end of forward."""
+        if decision.site in self._exact:
+            return None
+        run = g.run
+        top = g.parent is None and end == len(run.nodes) - 1
+        for general in ("b", "a"):
+            a, b = run, other
+            for _ in range(MAX_ADJUSTMENTS):
+                try:
+                    comparison = align(a, b, a.decision_at(decision.site), self.universe, levels, general)
+                except (Extend, Unjoinable):
+                    break
+                except Adjust as adjust:
+                    side, site, value = adjust.args
+                    if side == "a":
+                        a = self.run_of({**a.schedule, **context, site: value})
+                    else:
+                        b = self.run_of({**b.schedule, **context, decision.site: not decision.value, site: value})
+                    continue
+                gen = comparison.generality
+                if a is not run and not top:
+                    break
+                if gen is not None and gen.general == "b" and gen.first is not None and gen.first < end and (
+                    not top or not _continuation_reads_known(comparison)
+                ):
+                    break
+                return comparison
+        return None
+
+    def _switch(self, g: _Graph, run: Run, position: int) -> _Graph:
+        """``g`` going on with ``run``, which made the same nodes as ``g.run`` before ``position``."""
+        old = g.run
+        if any(x.op != y.op or x.target != y.target for x, y in zip(old.nodes[:position], run.nodes[:position])):
+            raise Unjoinable(old, run)
+        env = {run.nodes[k]: g.env[old.nodes[k]] for k in range(position) if old.nodes[k] in g.env}
+        renamed = _renaming(old.nodes[:position], run.nodes[:position])
+        for values, frm, origin, asked in self._worlds.get(id(old), ()):
+            self._world(run, compose(values, renamed), frm, origin, asked)
+        return _Graph(g.graph, run, env, g.parent, g.translate, g.externals)
+
+    def _continue_with(self, g: _Graph, comparison: Any, decision: Decision) -> _Graph:
+        """``g`` going on with the general run ``comparison.b`` after the decision's last region."""
+        gen, b = comparison.generality, comparison.b
+        env = {y: g.env[x] for y, x in comparison.mapping.items() if x in g.env}
+        for region in comparison.regions:
+            for x, y in region.slots:
+                if isinstance(y, torch.fx.Node) and x in g.env:
+                    env[y] = g.env[x]
+        frm = comparison.regions[-1].end_b
+        self._world(b, gen.values, frm, decision.site, _asked(comparison.a))
+        for values, _, origin, asked in self._worlds.get(id(g.run), ()):
+            self._world(b, compose(values, gen.values), frm, origin, asked)
+        return _Graph(g.graph, b, env, g.parent, g.translate, g.externals)
+
+    def _world(self, run: Run, values: dict, frm: int, origin: Site, asked: dict) -> None:
+        self._worlds[id(run)] = (*self._worlds.get(id(run), ()), (values, frm, origin, asked))
+
+    def _check_worlds(self, g: _Graph, decision: Decision, comparison: Any) -> None:
+        """A decision joined where forward goes on with a general run's nodes, which the
+        special run's values take too: where those values do not settle it (to the side the
+        general run took, which was compared with the special run), its sides must compute
+        nothing from a value the general run assumed something of that the special run's
+        values do not bear out (its sides were traced holding the general run's decisions)."""
+        run, other = comparison.a, comparison.b
+        for values, frm, origin, asked in self._worlds.get(id(run), ()):
+            if decision.position < frm:
+                continue
+            world = Generality("a", dict(values))
+            settled = world.in_special(decision.expression)
+            if settled is not None and settled in (sympy.true, sympy.false) and bool(settled) == decision.value:
+                continue
+            assumed: set = set()
+            for earlier in run.decisions:
+                if earlier.position >= decision.position:
+                    continue
+                held = world.in_special(earlier.expression)
+                if held is not None and held in (sympy.true, sympy.false) and bool(held) == earlier.value:
+                    continue  # the special run's values settle it the same way
+                if asked.get(world.in_special(earlier.expression, settle=False)) is not earlier.value:
+                    assumed |= set(free_unbacked_symbols(earlier.expression))
+            if not assumed:
+                continue
+            used = set(free_unbacked_symbols(decision.expression))
+            renamed = _renaming(run.nodes[: decision.position], other.nodes[: decision.position])
+            for r, nodes in ((run, _region_nodes(comparison, "a")), (other, _region_nodes(comparison, "b"))):
+                for node in nodes:
+                    for symbol in _symbols_of(node):
+                        used.add(renamed.get(symbol, symbol) if r is other else symbol)
+            if used & assumed:
+                raise _Tainted(origin)
 
     def _cond(self, g: _Graph, region: Region, decision: Decision, other: Run, mapping: dict, context: dict[Site, bool]) -> None:
         run = g.run
@@ -428,9 +575,22 @@ class Joiner:
             item = _item_holding(binding, keypath)
             if item is not None:  # the size of one of several results: read from that result's own node
                 binding, keypath = item, keypath[1:]
+            if not self._holds(g, binding):
+                # made inside an earlier decision's branches, which hand on the tensors it sizes
+                binding, keypath = _sized_by(g, symbol) or (binding, keypath)
             nodes.append(self._lookup(g, g.run, binding))
             keypaths.append(keypath)
         return nodes, keypaths
+
+    def _holds(self, g: _Graph, node: torch.fx.Node) -> bool:
+        """Whether ``g`` can read ``g.run``'s ``node``: copied into it, or (in a branch) from outside."""
+        while g is not None:
+            if node in g.env or node.op == "get_attr":
+                return True
+            if g.parent is None or g.translate is not None:
+                return False
+            g = g.parent
+        return False
 
     # -- the whole graph
 
@@ -442,11 +602,25 @@ class Joiner:
             new = graph.placeholder(node.name)
             new.meta = dict(node.meta)
             g.env[node] = new
-        self.span(g, len(base.placeholders), len(base.nodes) - 1, {})
-        graph.output(tuple(self._lookup(g, base, v) if isinstance(v, torch.fx.Node) else v for v in base.outputs(self.universe)))
+        g = self.span(g, len(base.placeholders), len(base.nodes) - 1, {})
+        graph.output(tuple(self._lookup(g, g.run, v) if isinstance(v, torch.fx.Node) else v for v in g.run.outputs(self.universe)))
         # a decision's .item() that only fed its predicate is read no more (the cond reads the tensor)
         graph.eliminate_dead_code(is_impure_node=lambda n: n.target is _hold or n.is_impure())
         return torch.fx.GraphModule(dict(self.constants), graph)
+
+
+def _sized_by(g: _Graph, symbol: sympy.Symbol) -> tuple[torch.fx.Node, tuple] | None:
+    """A node of ``g.run`` that ``g`` holds, with ``symbol`` as one of its sizes, and the keypath
+    to that size."""
+    for node in g.run.nodes:
+        if node not in g.env:
+            continue
+        value = node.meta.get("val")
+        if isinstance(value, torch.Tensor):
+            for dim, size in enumerate(value.shape):
+                if isinstance(size, torch.SymInt) and size.node.expr == symbol:
+                    return node, (CallMethodKey("size"), SequenceKey(dim))
+    return None
 
 
 def _item_holding(binding: torch.fx.Node, keypath: tuple) -> torch.fx.Node | None:
@@ -651,3 +825,61 @@ def _rewind(g: _Graph, mark: tuple[int, dict, int]) -> None:
 def interpreted(joined: torch.fx.GraphModule) -> Callable[..., Any]:
     """A function that runs ``joined`` node by node (for tracing it again, its node metadata kept)."""
     return lambda *flat: torch.fx.Interpreter(joined).run(*flat)
+
+
+def _asked(run: Run) -> dict:
+    """What ``run`` assumed: each decision's predicate -> the value it took."""
+    return {d.expression: d.value for d in run.decisions}
+
+
+def _region_nodes(comparison: Any, side: str) -> list[torch.fx.Node]:
+    """The nodes of the regions in run ``side`` (``'a'`` or ``'b'``) and the ones they read."""
+    run = comparison.a if side == "a" else comparison.b
+    found: dict[torch.fx.Node, None] = {}
+    for region in comparison.regions:
+        start, end = (region.start_a, region.end_a) if side == "a" else (region.start_b, region.end_b)
+        for node in run.nodes[start:end]:
+            found[node] = None
+            for read in node.all_input_nodes:
+                found[read] = None
+    return list(found)
+
+
+def _symbols_of(node: torch.fx.Node) -> set:
+    """The data-decided symbols in ``node``'s value (its sizes, or the number it is)."""
+    found: set = set()
+    value = node.meta.get("val")
+    for v in value if isinstance(value, (list, tuple)) else (value,):
+        if isinstance(v, torch.Tensor):
+            for size in v.shape:
+                found |= set(free_unbacked_symbols(size))
+        elif isinstance(v, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+            found |= set(free_unbacked_symbols(v))
+    return found
+
+
+def _continuation_reads_known(comparison: Any) -> bool:
+    """Whether every value the general run ``b``'s nodes after the last region read is one
+    the joined graph holds: made before the decision, a slot of a region, or made after."""
+    b = comparison.b
+    start = comparison.regions[-1].end_b
+    known = set(comparison.mapping)
+    for region in comparison.regions:
+        known |= {y for _, y in region.slots if isinstance(y, torch.fx.Node)}
+    for j in range(start, len(b.nodes)):
+        for y in b.nodes[j].all_input_nodes:
+            if y not in known and b.index.get(y, -1) < start:
+                return False
+    return True
+
+
+def _renaming(old: list[torch.fx.Node], new: list[torch.fx.Node]) -> dict:
+    """The symbols ``new``'s nodes bind -> the ones the same nodes of ``old`` bind."""
+    renamed = {}
+    for x, y in zip(old, new):
+        mine, theirs = x.meta.get("unbacked_bindings") or {}, y.meta.get("unbacked_bindings") or {}
+        by_path = {str(path): symbol for symbol, path in mine.items()}
+        for symbol, path in theirs.items():
+            if str(path) in by_path:
+                renamed[symbol] = by_path[str(path)]
+    return renamed

@@ -308,6 +308,61 @@ def test_a_branch_in_a_helper_function_ends_where_the_function_returns(items):
     _matches_eager(program, model, every_side + [([_scores(0) for _ in range(items)],)])
 
 
+def _ranked(scores, threshold):
+    """torchvision's batched NMS in small: nothing above the threshold returns a new empty
+    tensor (of size 0, where the other side's size only the data decides)."""
+    keep = torch.nonzero(scores > threshold).squeeze(1)
+    if keep.numel() == 0:  # line-marker: empty
+        return torch.empty((0,), dtype=torch.int64)
+    return keep[scores[keep].argsort(descending=True)]
+
+
+class TwoStagesOfRanking(nn.Module):
+    """A detector's two stages: rank each image's rows, then rank again what the first stage
+    kept.  After an image's empty first stage its second stage has nothing to rank, which
+    the run that took the empty side knows without asking."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(4, 4)
+
+    def forward(self, images):
+        firsts = [rows[_ranked(rows[:, 0], 0.5)[:3]] for rows in images]
+        outs = []
+        for rows in firsts:
+            h = self.head(rows).reshape(-1, 2, 2).flatten(1)
+            keep = _ranked(h[:, 0], 0.0)
+            outs.append(h[keep].sum(0) + keep.numel())
+        return torch.stack(outs)
+
+
+def _rows(first_stage: bool, second_stage: bool, seed: int) -> torch.Tensor:
+    rows = torch.randn(6, 4, generator=torch.Generator().manual_seed(seed))
+    if not first_stage:
+        rows[:, 0] = -1.0
+    elif not second_stage:
+        rows = rows * 0  # kept by no threshold but the model's own: the head's bias decides
+    return rows
+
+
+@pytest.mark.parametrize("images", [2, 3])
+def test_a_side_that_returns_an_empty_tensor_rejoins_where_its_function_returns(images):
+    model = TwoStagesOfRanking().eval()
+    example = [torch.randn(6, 4, generator=torch.Generator().manual_seed(k)) + 1 for k in range(images)]
+    program = exporter.export(model, (example,))
+    # a decision, a cond and a run per call: the empty side's result, of size 0, is a special
+    # case of the other side's, and forward after the call goes on with the general run's nodes
+    report = program.branch_report
+    assert len(report.decisions) == 2 * images and _conds(program) == 2 * images
+    assert report.runs == 2 * images + 1
+    assert {d.location for d in report.decisions} == {_line("empty")}
+    every_side = [
+        ([_rows(bool((k >> i) & 1), bool((k >> (i + images)) & 1), seed=k * images + i) for i in range(images)],)
+        for k in range(4**images)
+    ]
+    _matches_eager(program, model, every_side)
+
+
 @pytest.mark.parametrize("layers", [2, 4, 8])
 def test_a_branch_in_each_layer_costs_one_run_and_one_cond_per_layer(layers):
     program = exporter.export(BranchInEachLayer(layers).eval(), (torch.randn(4, 8),))
