@@ -330,6 +330,12 @@ def align(
             if _same_outputs(c, universe):
                 if c.generality is not None:
                     _later_decisions(c, *after, i, j, finished=True)
+                else:
+                    k = _differing_decisions(c)
+                    if k is not None:
+                        if c.regions[k].call is None:
+                            raise Unjoinable(a, b)
+                        raise Extend(k)
                 break
             if c.regions and c.regions[-1].call is None:
                 raise Unjoinable(a, b)
@@ -359,6 +365,48 @@ def align(
         _external_reads(c, k)
         i, j = region.end_a, region.end_b
     return c
+
+
+def _differing_decisions(c: _Comparison) -> int | None:
+    """Where the runs made different decisions outside the regions: the region before the
+    first (to end further out), or None where they made the same.  Nodes that agree do not
+    show it: a run that knows a size settles a test of it without asking, where the other
+    asks and happens to take the same side; that side's other side is then never traced."""
+    if not c.regions:
+        return None
+    last = c.regions[-1]
+
+    def outside(run: Run, held: Any, end: int) -> list[Decision]:
+        return sorted(
+            (
+                d for d in run.decisions
+                if d.site != c.site and not any(held(r, d.position) for r in c.regions)
+                and d.position >= (c.regions[0].start_a if run is c.a else c.regions[0].start_b)
+                and not (last.call is None and d.position >= end)
+            ),
+            key=lambda d: d.position,
+        )
+
+    mine = outside(c.a, Region.holds_a, last.end_a)
+    theirs = outside(c.b, Region.holds_b, last.end_b)
+    for n in range(max(len(mine), len(theirs))):
+        x = mine[n] if n < len(mine) else None
+        y = theirs[n] if n < len(theirs) else None
+        if x is not None and y is not None and x.site == y.site and x.value == y.value:
+            continue
+        before = [k for k, r in enumerate(c.regions) if (x is not None and r.start_a <= x.position) or (y is not None and r.start_b <= y.position)]
+        return before[-1] if before else 0
+    return None
+
+
+def _in_a(c: _Comparison, j: int) -> int:
+    """The first run's node that the second run's node ``j`` (or the last before it that the
+    runs agree on) stands for."""
+    for k in range(min(j, len(c.b.nodes) - 1), -1, -1):
+        x = c.mapping.get(c.b.nodes[k])
+        if x is not None:
+            return c.a.index[x]
+    return 0
 
 
 def _seed(c: _Comparison) -> None:
@@ -405,6 +453,8 @@ def _later_decisions(c: _Comparison, start_a: int, start_b: int, i: int, j: int,
         if settled is not None and settled in (sympy.true, sympy.false):
             if bool(settled) != decision.value:
                 raise Adjust(gen.general, decision.site, bool(settled))
+            if gen.general == "b":  # only the general run's nodes hold its other side
+                gen.mark(_in_a(c, decision.position))
             continue
         if finished:
             raise Extend(len(c.regions) - 1)

@@ -96,7 +96,7 @@ class Generality:
         if translated == special:
             return True
         try:
-            return bool(sympy.simplify(translated - special) == 0)
+            return bool(sympy.expand(translated - special) == 0)
         except (TypeError, ValueError, AttributeError):
             return False
 
@@ -115,12 +115,13 @@ def facts(decisions: Any) -> dict[sympy.Symbol, sympy.Basic]:
         if len(expr.free_symbols) != 1:
             continue
         (symbol,) = expr.free_symbols
-        try:
-            solutions = sympy.solve(expr.lhs - expr.rhs, symbol)
-        except (NotImplementedError, TypeError, ValueError):
+        difference = expr.lhs - expr.rhs
+        if not isinstance(symbol, sympy.Symbol) or not difference.is_polynomial(symbol):
             continue
-        if len(solutions) == 1 and solutions[0].is_number:
-            found[symbol] = solutions[0]
+        slope = sympy.expand(difference).coeff(symbol, 1)
+        rest = sympy.expand(difference - slope * symbol)
+        if slope.is_number and slope != 0 and rest.is_number:
+            found[symbol] = -rest / slope  # a*u + b == 0 (solving in general can take minutes)
     return found
 
 

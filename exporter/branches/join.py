@@ -80,8 +80,9 @@ class _Tainted(Exception):
         self.origin = origin
 
 
-MAX_ADJUSTMENTS = 8
-"""How many later decisions a general run may be traced again holding (``general.Adjust``)."""
+MAX_ADJUSTMENTS = 2
+"""How many later decisions a general run may be traced again holding (``general.Adjust``):
+each is a run of forward more, wasted where the runs still do not agree."""
 
 
 class _Grow(Exception):
@@ -394,8 +395,8 @@ class Joiner:
         """The runs compared as general and special after the last region, if they agree so
         (``general.py``); None if not.  The program may go on with a run other than
         ``g.run`` only in the joined graph itself, up to the end of forward."""
-        if decision.site in self._exact:
-            return None
+        if decision.site in self._exact or any(levels.values()):
+            return None  # only where the regions end at the innermost calls: rejoining there is the point
         run = g.run
         top = g.parent is None and end == len(run.nodes) - 1
         for general in ("b", "a"):

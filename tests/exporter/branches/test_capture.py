@@ -322,15 +322,18 @@ class TwoStagesOfRanking(nn.Module):
     kept.  After an image's empty first stage its second stage has nothing to rank, which
     the run that took the empty side knows without asking."""
 
-    def __init__(self):
+    def __init__(self, reshaped: bool = True):
         super().__init__()
         self.head = nn.Linear(4, 4)
+        self.reshaped = reshaped
 
     def forward(self, images):
         firsts = [rows[_ranked(rows[:, 0], 0.5)[:3]] for rows in images]
         outs = []
         for rows in firsts:
-            h = self.head(rows).reshape(-1, 2, 2).flatten(1)
+            h = self.head(rows)
+            if self.reshaped:  # a view where the size is known, a copy where it is not
+                h = h.reshape(-1, 2, 2).flatten(1)
             keep = _ranked(h[:, 0], 0.0)
             outs.append(h[keep].sum(0) + keep.numel())
         return torch.stack(outs)
@@ -345,9 +348,12 @@ def _rows(first_stage: bool, second_stage: bool, seed: int) -> torch.Tensor:
     return rows
 
 
+@pytest.mark.parametrize("reshaped", [True, False], ids=["reshaped", "same-nodes"])
 @pytest.mark.parametrize("images", [2, 3])
-def test_a_side_that_returns_an_empty_tensor_rejoins_where_its_function_returns(images):
-    model = TwoStagesOfRanking().eval()
+def test_a_side_that_returns_an_empty_tensor_rejoins_where_its_function_returns(images, reshaped):
+    # same-nodes: after the first stage, both runs make the same nodes, but only one of them
+    # asks the second stage's test (the other knows the size is 0); that decision is kept
+    model = TwoStagesOfRanking(reshaped).eval()
     example = [torch.randn(6, 4, generator=torch.Generator().manual_seed(k)) + 1 for k in range(images)]
     program = exporter.export(model, (example,))
     # a decision, a cond and a run per call: the empty side's result, of size 0, is a special
