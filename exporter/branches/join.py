@@ -511,7 +511,15 @@ class Joiner:
                 else _contiguous(side.graph, v) if copy else _not_aliasing(side.graph, v)
                 for v, copy, d in zip(values, contiguous, outermost)
             ))
-        operands = _unite(self, g, sides)
+        try:
+            operands = _unite(self, g, sides)
+        except KeyError:
+            worlds = self._worlds.get(id(g.run), ())
+            if not worlds:
+                raise
+            # a side reads a value made inside an earlier decision's branches that they do not
+            # hand on: join the last general continuation node by node
+            raise _Tainted(worlds[-1][2]) from None
         first = (run.nodes[region.start_a] if region.start_a < region.end_a else run.nodes[min(region.start_a, len(run.nodes) - 1)])
         meta = {k: first.meta[k] for k in ("stack_trace", "nn_module_stack") if k in first.meta}
         predicate, negated = self._predicate(g, decision, meta)
@@ -578,7 +586,11 @@ class Joiner:
                 binding, keypath = item, keypath[1:]
             if not self._holds(g, binding):
                 # made inside an earlier decision's branches, which hand on the tensors it sizes
-                binding, keypath = _sized_by(g, symbol) or (binding, keypath)
+                found = _sized_by(g, symbol)
+                worlds = self._worlds.get(id(g.run), ())
+                if found is None and worlds:  # none does: join the last general continuation node by node
+                    raise _Tainted(worlds[-1][2])
+                binding, keypath = found or (binding, keypath)
             nodes.append(self._lookup(g, g.run, binding))
             keypaths.append(keypath)
         return nodes, keypaths
