@@ -20,7 +20,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .decide import Decision
-from .general import Adjust, Generality, facts, is_copy, is_number, is_size, is_view, same_number, same_view, unify
+from .general import Adjust, Generality, bound_alike, facts, is_copy, is_number, is_size, is_view, same_number, same_view, unify
 from .loops import same_constant
 
 __all__ = ["Region", "Run", "align"]
@@ -413,13 +413,9 @@ def _seed(c: _Comparison) -> None:
     """The symbols the runs made before the comparison turned general: a node both runs made
     binds, at the same place in its value, one symbol in each."""
     gen = c.generality
-    for y, x in c.mapping.items():
-        mine, theirs = x.meta.get("unbacked_bindings") or {}, y.meta.get("unbacked_bindings") or {}
-        general, special = (mine, theirs) if gen.general == "a" else (theirs, mine)
-        by_path = {str(path): symbol for symbol, path in special.items()}
-        for symbol, path in general.items():
-            if str(path) in by_path:
-                gen.values.setdefault(symbol, by_path[str(path)])
+    pairs = ((x, y) if gen.general == "a" else (y, x) for y, x in c.mapping.items())
+    for symbol, theirs in bound_alike(pairs).items():
+        gen.values.setdefault(symbol, theirs)
 
 
 def _later_decisions(c: _Comparison, start_a: int, start_b: int, i: int, j: int, *, finished: bool) -> None:

@@ -29,7 +29,7 @@ import torch
 
 from .._torch_internals import HigherOrderOperator, OpOverload, free_unbacked_symbols
 
-__all__ = ["Adjust", "Generality", "compose", "facts", "is_copy", "is_size", "same_view", "unify"]
+__all__ = ["Adjust", "Generality", "bound_alike", "compose", "facts", "is_copy", "is_size", "same_view", "unify"]
 
 _SIZE_OPS = (
     torch.ops.aten.sym_size.int,
@@ -204,6 +204,18 @@ def same_view(pair: Any, gen: Generality, a: torch.fx.Node, b: torch.fx.Node) ->
     """Whether ``a`` and ``b`` reshape one value to one shape (``view``, or a copy's
     ``_unsafe_view``: which one a run makes depends on what it knows of the sizes)."""
     return bool(a.args and b.args) and pair(a.args[0], b.args[0]) and unify(gen, a, b)
+
+
+def bound_alike(pairs: Any) -> dict[sympy.Symbol, sympy.Symbol]:
+    """For pairs of nodes two runs made alike, ``(mine, theirs)``: each symbol ``mine`` binds
+    -> the one ``theirs`` binds at the same place in its value."""
+    found: dict[sympy.Symbol, sympy.Symbol] = {}
+    for mine, theirs in pairs:
+        by_path = {str(path): symbol for symbol, path in (theirs.meta.get("unbacked_bindings") or {}).items()}
+        for symbol, path in (mine.meta.get("unbacked_bindings") or {}).items():
+            if str(path) in by_path:
+                found.setdefault(symbol, by_path[str(path)])
+    return found
 
 
 def compose(outer: dict[sympy.Symbol, sympy.Basic], inner: dict[sympy.Symbol, sympy.Basic]) -> dict[sympy.Symbol, sympy.Basic]:

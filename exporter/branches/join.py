@@ -34,7 +34,7 @@ from .._torch_internals import (
 )
 from ..trace.write_watch import aliases
 from .align import Extend, Region, Run, Unjoinable, align
-from .general import Adjust, Generality, compose
+from .general import Adjust, Generality, bound_alike, compose
 from .decide import ITEM_OPS, Decision, Site
 from .loops import (
     Iterations,
@@ -429,7 +429,7 @@ class Joiner:
         if any(x.op != y.op or x.target != y.target for x, y in zip(old.nodes[:position], run.nodes[:position])):
             raise Unjoinable(old, run)
         env = {run.nodes[k]: g.env[old.nodes[k]] for k in range(position) if old.nodes[k] in g.env}
-        renamed = _renaming(old.nodes[:position], run.nodes[:position])
+        renamed = bound_alike(zip(run.nodes[:position], old.nodes[:position]))
         for values, frm, origin, asked in self._worlds.get(id(old), ()):
             self._world(run, compose(values, renamed), frm, origin, asked)
         return _Graph(g.graph, run, env, g.parent, g.translate, g.externals)
@@ -477,7 +477,7 @@ class Joiner:
             if not assumed:
                 continue
             used = set(free_unbacked_symbols(decision.expression))
-            renamed = _renaming(run.nodes[: decision.position], other.nodes[: decision.position])
+            renamed = bound_alike(zip(other.nodes[: decision.position], run.nodes[: decision.position]))
             for r, nodes in ((run, _region_nodes(comparison, "a")), (other, _region_nodes(comparison, "b"))):
                 for node in nodes:
                     for symbol in _symbols_of(node):
@@ -884,15 +884,3 @@ def _continuation_reads_known(comparison: Any) -> bool:
             if y not in known and b.index.get(y, -1) < start:
                 return False
     return True
-
-
-def _renaming(old: list[torch.fx.Node], new: list[torch.fx.Node]) -> dict:
-    """The symbols ``new``'s nodes bind -> the ones the same nodes of ``old`` bind."""
-    renamed = {}
-    for x, y in zip(old, new):
-        mine, theirs = x.meta.get("unbacked_bindings") or {}, y.meta.get("unbacked_bindings") or {}
-        by_path = {str(path): symbol for symbol, path in mine.items()}
-        for symbol, path in theirs.items():
-            if str(path) in by_path:
-                renamed[symbol] = by_path[str(path)]
-    return renamed
