@@ -458,6 +458,7 @@ class Joiner:
         nothing from a value the general run assumed something of that the special run's
         values do not bear out (its sides were traced holding the general run's decisions)."""
         run, other = comparison.a, comparison.b
+        renamed = None
         for values, frm, origin, asked in self._worlds.get(id(run), ()):
             if decision.position < frm:
                 continue
@@ -477,7 +478,8 @@ class Joiner:
             if not assumed:
                 continue
             used = set(free_unbacked_symbols(decision.expression))
-            renamed = bound_alike(zip(other.nodes[: decision.position], run.nodes[: decision.position]))
+            if renamed is None:  # the same for every world: the two runs' prefix
+                renamed = bound_alike(zip(other.nodes[: decision.position], run.nodes[: decision.position]))
             for r, nodes in ((run, _region_nodes(comparison, "a")), (other, _region_nodes(comparison, "b"))):
                 for node in nodes:
                     for symbol in _symbols_of(node):
