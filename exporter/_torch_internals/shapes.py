@@ -23,6 +23,7 @@ from torch.fx.experimental.symbolic_shapes import (
     StrictMinMaxConstraint,
     SymIntSymbolicContext,
     free_unbacked_symbols,
+    guard_or_false,
 )
 from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 from torch.utils._sympy.functions import Max as SizeMax, Min as SizeMin
@@ -42,6 +43,7 @@ __all__ = [
     "free_unbacked_symbols",
     "GuardOnDataDependentSymNode",
     "GuardSource",
+    "guard_or_false",
     "insert_deferred_runtime_asserts",
     "int_oo",
     "is_number_bound",

@@ -25,6 +25,7 @@ from .._torch_internals import (
     effect_tokens,
     functional_mode,
     functional_state,
+    guard_or_false,
     own_buffers,
     reparametrize_module,
     unwrap_functional,
@@ -238,7 +239,11 @@ def _layout_change_error(label: str, value: FunctionalTensor) -> None:
 def _keeps_layout(old: torch.Tensor, new: torch.Tensor) -> bool:
     """Whether a tensor assigned to a buffer has the buffer's shape and dtype, so the program
     can update the buffer with it."""
-    return (new.shape, new.dtype) == (old.shape, old.dtype)
+    if new.dtype != old.dtype or new.dim() != old.dim():
+        return False
+    # A size only the data decides is not asked about (it would be a branch of its own): a
+    # buffer it may differ from is replaced, not written back.
+    return all(guard_or_false(x == y) for x, y in zip(new.shape, old.shape))
 
 
 def _replaced(label: str, index: int, old: torch.Tensor, new: torch.Tensor) -> Note:
