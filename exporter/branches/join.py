@@ -34,7 +34,7 @@ from .._torch_internals import (
 )
 from ..trace.write_watch import aliases
 from .align import Extend, Region, Run, Unjoinable, align
-from .general import Adjust, Generality, bound_alike, compose
+from .general import Adjust, Generality, bound_alike, compose, is_number
 from .decide import ITEM_OPS, Decision, Site
 from .loops import (
     Iterations,
@@ -373,6 +373,8 @@ class Joiner:
                 if not k:
                     raise
                 raise _Grow(k - 1) from overlap
+            if region.call is not None and any(is_number(x) or is_number(y) for x, y in region.slots):
+                raise _Grow(k)  # torch.cond hands on tensors only: end where no number leaves
             try:
                 self._cond(g, region, decision, other, comparison.mapping, context)
             except Overlap as overlap:  # a decision inside the region reaches past its end

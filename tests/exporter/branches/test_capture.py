@@ -387,6 +387,66 @@ def test_a_buffer_written_on_one_side_is_written_back_on_that_side_only():
         assert ours.positives.item() == count
 
 
+def _expand(x, durations):
+    if durations.sum() == 0:  # line-marker: no-durations
+        durations = torch.ones_like(durations)
+    length = durations.sum().item()
+    return torch.repeat_interleave(x, durations, dim=0, output_size=length), length
+
+
+class LengthRegulator(nn.Module):
+    """fastspeech2's length regulator: a helper whose branch changes a number it returns."""
+
+    def forward(self, x, durations):
+        frames, length = _expand(x, durations)
+        return frames.sum(0) * length
+
+
+def test_a_number_a_side_computes_leaves_the_cond_inside_a_tensor_computed_from_it():
+    # torch.cond hands on tensors only: the region ends where the number is used, not where
+    # the helper returns it
+    model = LengthRegulator()
+    x = torch.randn(3, 4)
+    program = exporter.export(model, (x, torch.tensor([1, 2, 0])))
+    assert [d.location for d in program.branch_report.decisions] == [_line("no-durations")]
+    assert _conds(program) == 1
+    _matches_eager(program, model, [
+        (x, torch.zeros(3, dtype=torch.long)), (torch.randn(3, 4), torch.tensor([0, 0, 5])), (x, torch.tensor([1, 0, 0])),
+    ])
+
+
+class TableGrownForLongInputs(nn.Module):
+    """fastspeech2's relative positions: a buffer replaced with a longer table when the input,
+    of a size only the data decides, outgrows it."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.arange(8.0), persistent=False)
+
+    def _extended(self, n):
+        if self.table.size(0) >= n:  # line-marker: outgrown
+            return self.table
+        return torch.arange(n, dtype=torch.float32)
+
+    def forward(self, x, counts):
+        n = counts.sum().item()
+        self.table = self._extended(n)
+        return x.sum() + self.table[:n].sum()
+
+
+def test_a_buffer_replaced_on_one_side_by_a_data_sized_tensor_is_not_another_decision():
+    # whether the new table has the buffer's shape is not asked: it is replaced, not written back
+    model = TableGrownForLongInputs()
+    x, counts = torch.randn(3, 4), torch.tensor([1, 2, 0])
+    program = exporter.export(model, (x, counts))
+    assert [d.location for d in program.branch_report.decisions] == [_line("outgrown")]
+    assert torch.equal(model.table, torch.arange(8.0))
+    assert [s.kind.name for s in program.graph_signature.output_specs] == ["USER_OUTPUT"]
+    ours = program.module()
+    for args in [(x, counts), (x, torch.tensor([5, 5, 5])), (torch.randn(3, 4), torch.tensor([0, 0, 8])), (x, counts)]:
+        torch.testing.assert_close(ours(*args), TableGrownForLongInputs()(*args), rtol=0, atol=0)
+
+
 def test_a_dynamic_batch_is_kept_across_the_sides():
     program = exporter.export(Sign(), (_x(4, 8),), dynamic_shapes=({0: Dim("batch")},))
     _matches_eager(program, Sign(), [(_x(7, 8, sign=-1),), (_x(3, 8),), (_x(5, 8, sign=-1),)])
