@@ -5,6 +5,7 @@ what cannot be captured (sides of different structures, loops the data ends, the
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import attrs
@@ -269,12 +270,18 @@ def _checked_lines(checked: dict[Site, bool]) -> tuple[str, ...]:
 
 
 def _unique(items: Any) -> list[Any]:
+    """The items, each once: two runs' notes that differ only in the names their own traces
+    gave a size only the data decides (``u9``, ``u15``) are one note."""
     seen, out = set(), []
     for item in items:
-        if str(item) not in seen:
-            seen.add(str(item))
+        key = _DATA_SIZE.sub("u", str(item))
+        if key not in seen:
+            seen.add(key)
             out.append(item)
     return out
+
+
+_DATA_SIZE = re.compile(r"\bu\d+\b")
 
 
 def _strip(module: str) -> str:

@@ -447,6 +447,22 @@ def test_a_buffer_replaced_on_one_side_by_a_data_sized_tensor_is_not_another_dec
         torch.testing.assert_close(ours(*args), TableGrownForLongInputs()(*args), rtol=0, atol=0)
 
 
+class TableGrownAfterABranch(TableGrownForLongInputs):
+    def forward(self, x, counts):
+        if x.sum() > 0:
+            x = x * 2
+        return super().forward(x, counts)
+
+
+def test_runs_that_replace_the_same_buffer_give_one_note():
+    model = TableGrownAfterABranch()
+    x, counts = torch.randn(3, 4).abs(), torch.tensor([1, 2, 0])
+    program = exporter.export(model, (x, counts))
+    assert program.branch_report.runs == 4
+    assert [n.kind.name for n in program.notes] == ["BUFFER_NOT_WRITTEN_BACK"]
+    _matches_eager(program, TableGrownAfterABranch(), [(-x, counts), (x, torch.tensor([9, 0, 0])), (-x, torch.tensor([0, 9, 1]))])
+
+
 def test_a_dynamic_batch_is_kept_across_the_sides():
     program = exporter.export(Sign(), (_x(4, 8),), dynamic_shapes=({0: Dim("batch")},))
     _matches_eager(program, Sign(), [(_x(7, 8, sign=-1),), (_x(3, 8),), (_x(5, 8, sign=-1),)])
