@@ -62,8 +62,14 @@ def _is_symbolic_index(item: Any) -> bool:
     if isinstance(item, torch.SymInt) or _is_data_valued_index(item):
         return True
     if isinstance(item, slice):
-        return any(isinstance(v, torch.SymInt) for v in (item.start, item.stop, item.step))
+        return any(isinstance(v, torch.SymInt) or _is_data_valued_index(v) for v in (item.start, item.stop, item.step))
     return False
+
+
+def _bound(value: Any) -> Any:
+    """A slice bound: a 0-d integer tensor the data decides is read as a symbolic int, as
+    Python's ``__index__`` reads it in eager."""
+    return value.item() if _is_data_valued_index(value) else value
 
 
 def _index_steps(t: torch.Tensor, items: list[Any]):
@@ -85,9 +91,10 @@ def _index_steps(t: torch.Tensor, items: list[Any]):
             if item.start is None and item.stop is None and item.step in (None, 1):
                 dim += 1
                 continue
-            steps.append(
-                (lambda x, d, a, b, c: torch.ops.aten.slice(x, d, a, b, c), (dim, item.start, item.stop, item.step or 1))
-            )
+            steps.append((
+                lambda x, d, a, b, c: torch.ops.aten.slice(x, d, a, b, c),
+                (dim, _bound(item.start), _bound(item.stop), _bound(item.step) or 1),
+            ))
             dim += 1
         else:
             return None

@@ -100,6 +100,26 @@ def test_len_of_a_data_sized_tensor_is_its_symbolic_size():
     assert builtins.len.__module__ == "builtins"  # put back
 
 
+class KeepValidColumns(torch.nn.Module):
+    """blt's patches: a slice whose end is a 0-d tensor the data decides, read by Python's
+    ``__index__`` in eager."""
+
+    def forward(self, x):
+        valid = (x > 0).sum(dim=1).max()
+        return x[:, :valid] * 2, x[:, valid:].sum()
+
+
+def test_a_slice_ended_by_a_data_decided_0d_tensor_keeps_its_value_symbolic():
+    model = KeepValidColumns()
+    x = torch.randn(3, 6)
+    program = exporter.export(model, (x,))
+    oracle = torch.export.export(model, (x,), strict=False)
+    assert [str(s) for s in program.graph_signature.input_specs] == [str(s) for s in oracle.graph_signature.input_specs]
+    for fresh in (x, x.abs(), -x.abs(), torch.randn(3, 6)):  # some, all and no columns kept
+        for got, want in zip(program.module()(fresh), model(fresh)):
+            torch.testing.assert_close(got, want)
+
+
 def test_len_stays_pythons_wherever_no_size_is_data_sized():
     real_len = builtins.len
     length = builtin_len(real_len)
