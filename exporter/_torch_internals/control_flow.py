@@ -14,7 +14,7 @@ import torch
 from torch.fx.experimental import proxy_tensor
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-__all__ = ["QUERY_FILES", "assume", "assumed", "assumptions_undone", "asserts_kept_inside", "bound_value", "check_at_run_time", "check_value", "current_module_stack", "evaluate_expression", "forget_pending_symbols", "retrace_graph"]
+__all__ = ["PYTHON_BRANCH_DIRS", "QUERY_FILES", "assume", "assumed", "assumptions_undone", "asserts_kept_inside", "bound_value", "check_at_run_time", "check_value", "current_module_stack", "evaluate_expression", "forget_pending_symbols", "retrace_graph"]
 
 
 def _files() -> tuple[str, ...]:
@@ -31,6 +31,13 @@ operator call of ``Tensor.__bool__``'s ``is_nonzero``, and the functional tensor
 and the pre-dispatch tracer's torch-function mode that hand it on, included): a data-dependent boolean
 asked with only these between is the model's own control flow, one asked from anywhere else
 in torch (an operator's implementation, ``torch.cond``'s output checks) is not."""
+
+
+PYTHON_BRANCH_DIRS = (os.path.dirname(os.path.abspath(torch.distributions.__file__)) + os.sep,)
+"""torch's Python that tests values the way a model's own code does, not an operator's
+implementation: a distribution's argument check (``if not valid.all(): raise ValueError``).
+A data-dependent boolean asked there is a branch of the model's, on the user's line that
+called it."""
 
 
 def current_module_stack() -> list[str]:

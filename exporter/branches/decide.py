@@ -23,6 +23,7 @@ import torch
 from .._errors import Category, TraceError
 from .._ir import is_library_frame
 from .._torch_internals import (
+    PYTHON_BRANCH_DIRS,
     QUERY_FILES,
     GuardOnDataDependentSymNode,
     OpOverload,
@@ -148,13 +149,15 @@ def _user_line() -> tuple[str | None, str | None, bool]:
     asked (only torch's bool conversion and the ShapeEnv run between it and here), rather
     than an operator or other torch code the model called."""
     frame = sys._getframe(2)
-    direct = True
+    direct, settled = True, False
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)
         if not is_library_frame(filename):
             code = linecache.getline(filename, frame.f_lineno).strip() or None
             return f"{filename}:{frame.f_lineno}", code, direct
-        if filename not in QUERY_FILES and not filename.startswith(_PACKAGE):
+        if not settled and filename.startswith(PYTHON_BRANCH_DIRS):
+            settled = True  # torch's own Python asked, as a model would
+        elif not settled and filename not in QUERY_FILES and not filename.startswith(_PACKAGE):
             direct = False
         frame = frame.f_back
     return None, None, False

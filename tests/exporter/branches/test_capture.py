@@ -677,6 +677,27 @@ def test_a_side_that_raises_is_checked_when_the_program_runs(branch_after):
         program.module()(-torch.ones(3))
 
 
+class ValidatedDistribution(nn.Module):
+    """blt's entropy: ``torch.distributions`` checks its arguments' values in Python and raises
+    on invalid ones, as a model's own input check does."""
+
+    def forward(self, logits):
+        # validate_args as its default, which torch.compile turns off for the whole process
+        return torch.distributions.Categorical(logits=logits, validate_args=True).entropy()  # line-marker: distribution
+
+
+def test_a_torch_distributions_argument_check_is_checked_when_the_program_runs():
+    model = ValidatedDistribution()
+    program = exporter.export(model, (torch.randn(2, 5),))
+    assert program.branch_report.checked == (_line("distribution"),)
+    _matches_eager(program, model, [(torch.randn(2, 5) * 0.1,), (torch.randn(2, 5) * 10,)])
+    invalid = torch.full((2, 5), float("nan"))
+    with pytest.raises(ValueError):
+        model(invalid)
+    with pytest.raises(RuntimeError, match="Runtime assertion failed"):
+        program.module()(invalid)
+
+
 class CheckInsideABranch(nn.Module):
     """An input check on one side of a branch (longformer asserts its global-attention
     sizes only where it has global attention): the program asserts it on that side only."""
