@@ -518,12 +518,8 @@ class Joiner:
         try:
             operands = _unite(self, g, sides)
         except KeyError:
-            worlds = self._worlds.get(id(g.run), ())
-            if not worlds:
-                raise
-            # a side reads a value made inside an earlier decision's branches that they do not
-            # hand on: join the last general continuation node by node
-            raise _Tainted(worlds[-1][2]) from None
+            self._unheld(g)  # a side reads such a value
+            raise
         first = (run.nodes[region.start_a] if region.start_a < region.end_a else run.nodes[min(region.start_a, len(run.nodes) - 1)])
         meta = {k: first.meta[k] for k in ("stack_trace", "nn_module_stack") if k in first.meta}
         predicate, negated = self._predicate(g, decision, meta)
@@ -591,13 +587,20 @@ class Joiner:
             if not self._holds(g, binding):
                 # made inside an earlier decision's branches, which hand on the tensors it sizes
                 found = _sized_by(g, symbol)
-                worlds = self._worlds.get(id(g.run), ())
-                if found is None and worlds:  # none does: join the last general continuation node by node
-                    raise _Tainted(worlds[-1][2])
+                if found is None:  # none does
+                    self._unheld(g)
                 binding, keypath = found or (binding, keypath)
             nodes.append(self._lookup(g, g.run, binding))
             keypaths.append(keypath)
         return nodes, keypaths
+
+    def _unheld(self, g: _Graph) -> None:
+        """``g`` reads a value made inside an earlier decision's branches that they do not hand
+        on: where ``g`` goes on with a general run's nodes, the last such continuation is joined
+        node by node instead (``_Tainted``)."""
+        worlds = self._worlds.get(id(g.run), ())
+        if worlds:
+            raise _Tainted(worlds[-1][2]) from None
 
     def _holds(self, g: _Graph, node: torch.fx.Node) -> bool:
         """Whether ``g`` can read ``g.run``'s ``node``: copied into it, or (in a branch) from outside."""
