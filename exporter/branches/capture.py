@@ -27,7 +27,7 @@ from .decide import (
     raised_by_model,
     refusal,
 )
-from .join import DataLoop, Joiner, interpreted
+from .join import DataLoop, Joiner, Unread, interpreted
 from .loops import LoopRefused, loop_refusal
 
 __all__ = ["BRANCH_MODES", "DEFAULT_MAX_RUNS", "capture"]
@@ -164,6 +164,8 @@ def capture(
             raise _structure_error(*unjoinable.args) from None
         except DataLoop as loop:
             raise _loop_error(loop.args[0]) from None
+        except Unread as unread:
+            raise _unread_error(*unread.args) from None
         except LoopRefused as refused:
             raise loop_refusal(*refused.args) from None
         except _SideRaises as raises:
@@ -234,6 +236,18 @@ def _structure_error(first: Run, other: Run) -> TraceError:
         hint="return the same structure on both sides (None where a value is missing is a different "
         "structure: return a tensor of the same kind instead), or export with branches='draft' to "
         "follow the example",
+    )
+
+
+def _unread_error(site: Any, code: str | None) -> TraceError:
+    return TraceError(
+        "forward() decides on a size or value made inside an earlier branch on a tensor's value"
+        + (f" (`{code}`)" if code else "")
+        + ", and no tensor that branch returns carries it, so the program cannot compute the decision",
+        category=Category.BRANCH_CAPTURE,
+        location=site.location,
+        hint="return the tensor whose size or value is decided from the function that branches, or export "
+        "with branches='draft' to follow the example",
     )
 
 

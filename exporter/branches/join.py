@@ -47,7 +47,7 @@ from .loops import (
     while_loop,
 )
 
-__all__ = ["DataLoop", "Joiner", "Overlap", "interpreted"]
+__all__ = ["DataLoop", "Joiner", "Overlap", "Unread", "interpreted"]
 
 
 class DataLoop(Exception):
@@ -78,6 +78,12 @@ class _Tainted(Exception):
     def __init__(self, origin: Site) -> None:
         super().__init__(origin)
         self.origin = origin
+
+
+class Unread(Exception):
+    """A decision's predicate (or a held check's fact) reads a value made inside an earlier
+    decision's branches that no tensor they hand on gives (``args``: the asking site and its
+    line of code)."""
 
 
 MAX_ADJUSTMENTS = 2
@@ -519,7 +525,7 @@ class Joiner:
             operands = _unite(self, g, sides)
         except KeyError:
             self._unheld(g)  # a side reads such a value
-            raise
+            raise Unread(decision.site, decision.code) from None
         first = (run.nodes[region.start_a] if region.start_a < region.end_a else run.nodes[min(region.start_a, len(run.nodes) - 1)])
         meta = {k: first.meta[k] for k in ("stack_trace", "nn_module_stack") if k in first.meta}
         predicate, negated = self._predicate(g, decision, meta)
@@ -545,8 +551,8 @@ class Joiner:
         if not all(s in check.bindings for s in symbols):
             raise Unjoinable(run, run)
         meta = {k: check.bindings[symbols[0]].meta[k] for k in ("stack_trace", "nn_module_stack") if symbols and k in check.bindings[symbols[0]].meta}
-        nodes, keypaths = self._symbol_nodes(g, symbols, check.bindings, meta)
-        fact = g.graph.call_function(Predicate(check.fact, symbols, keypaths), tuple(nodes))
+        expression, symbols, nodes, keypaths = self._symbol_nodes(g, check.fact, symbols, check.bindings, meta, (check.site, None))
+        fact = g.graph.call_function(Predicate(expression, symbols, keypaths), tuple(nodes))
         held = g.graph.call_function(_hold, (fact, f"forward() raises for this input: the other side of {check.site.location}"))
         for node in (fact, held):
             node.meta.update(meta)
@@ -560,15 +566,24 @@ class Joiner:
             node, negated = tensor
             return self._lookup(g, g.run, node), negated
         symbols = sorted(decision.expression.free_symbols, key=str)
-        nodes, keypaths = self._symbol_nodes(g, symbols, decision.bindings, meta)
-        node = g.graph.call_function(Predicate(decision.expression, symbols, keypaths), tuple(nodes))
+        expression, symbols, nodes, keypaths = self._symbol_nodes(
+            g, decision.expression, symbols, decision.bindings, meta, (decision.site, decision.code)
+        )
+        node = g.graph.call_function(Predicate(expression, symbols, keypaths), tuple(nodes))
         node.meta.update(meta)
         return node, False
 
-    def _symbol_nodes(self, g: _Graph, symbols: list, bindings: dict, meta: dict) -> tuple[list, list]:
-        """The nodes of ``g`` that give each symbol's value, and the keypath into each."""
-        nodes, keypaths = [], []
+    def _symbol_nodes(
+        self, g: _Graph, expression: sympy.Basic, symbols: list, bindings: dict, meta: dict, asker: tuple
+    ) -> tuple[sympy.Basic, list, list, list]:
+        """``expression`` over values ``g`` can read: the expression (rewritten where a symbol
+        is read through a size that is an expression of it), its symbols, the nodes of ``g``
+        that give each symbol's value, and the keypath into each.  ``asker``, the site and
+        code that ask, names the line where no value gives a symbol (``Unread``)."""
+        nodes, keypaths, read = [], [], []
         for symbol in symbols:
+            if symbol not in expression.free_symbols:
+                continue  # read through a size that also gave an earlier symbol's part
             binding = bindings[symbol]
             keypath = binding.meta["unbacked_bindings"][symbol]
             if binding.target in ITEM_OPS and keypath:
@@ -580,19 +595,25 @@ class Joiner:
                     new.meta.update(meta)
                 nodes.append(binding_value)
                 keypaths.append(())
+                read.append(symbol)
                 continue
             item = _item_holding(binding, keypath)
             if item is not None:  # the size of one of several results: read from that result's own node
                 binding, keypath = item, keypath[1:]
             if not self._holds(g, binding):
                 # made inside an earlier decision's branches, which hand on the tensors it sizes
-                found = _sized_by(g, symbol)
+                found = _sized_by(g, symbol, expression)
                 if found is None:  # none does
                     self._unheld(g)
-                binding, keypath = found or (binding, keypath)
-            nodes.append(self._lookup(g, g.run, binding))
+                else:
+                    binding, keypath, expression, symbol = found
+            try:
+                nodes.append(self._lookup(g, g.run, binding))
+            except KeyError:
+                raise Unread(*asker) from None
             keypaths.append(keypath)
-        return nodes, keypaths
+            read.append(symbol)
+        return expression, read, nodes, keypaths
 
     def _unheld(self, g: _Graph) -> None:
         """``g`` reads a value made inside an earlier decision's branches that they do not hand
@@ -629,18 +650,35 @@ class Joiner:
         return torch.fx.GraphModule(dict(self.constants), graph)
 
 
-def _sized_by(g: _Graph, symbol: sympy.Symbol) -> tuple[torch.fx.Node, tuple] | None:
-    """A node of ``g.run`` that ``g`` holds, with ``symbol`` as one of its sizes, and the keypath
-    to that size."""
+def _sized_by(
+    g: _Graph, symbol: sympy.Symbol, expression: sympy.Basic
+) -> tuple[torch.fx.Node, tuple, sympy.Basic, sympy.Symbol] | None:
+    """A node of ``g.run`` that ``g`` holds with a size that gives ``expression`` its value
+    without ``symbol``: the node, the keypath to that size, ``expression`` with the size in
+    ``symbol``'s place, and the symbol that stands for the size.  The size is ``symbol``
+    itself, or an expression of it (and of other symbols of ``expression``) that
+    ``expression`` reads ``symbol`` through only: ``Min(1000, u0)``, a count of boxes cut to
+    the first thousand, or ``u0 + u1``, two selections concatenated."""
+    through = None
     for node in g.run.nodes:
         if node not in g.env:
             continue
         value = node.meta.get("val")
-        if isinstance(value, torch.Tensor):
-            for dim, size in enumerate(value.shape):
-                if isinstance(size, torch.SymInt) and size.node.expr == symbol:
-                    return node, (CallMethodKey("size"), SequenceKey(dim))
-    return None
+        if not isinstance(value, torch.Tensor):
+            continue
+        for dim, size in enumerate(value.shape):
+            if not isinstance(size, torch.SymInt):
+                continue
+            keypath = (CallMethodKey("size"), SequenceKey(dim))
+            size = size.node.expr
+            if size == symbol:
+                return node, keypath, expression, symbol
+            if through is None and symbol in size.free_symbols and size.free_symbols <= expression.free_symbols:
+                stand_in = sympy.Symbol(f"{symbol}_size", integer=True)
+                rewritten = expression.subs(size, stand_in)
+                if symbol not in rewritten.free_symbols:
+                    through = node, keypath, rewritten, stand_in
+    return through
 
 
 def _item_holding(binding: torch.fx.Node, keypath: tuple) -> torch.fx.Node | None:

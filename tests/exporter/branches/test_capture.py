@@ -464,6 +464,68 @@ def test_runs_that_replace_the_same_buffer_give_one_note():
     _matches_eager(program, TableGrownAfterABranch(), [(-x, counts), (x, torch.tensor([9, 0, 0])), (-x, torch.tensor([0, 9, 1]))])
 
 
+def _selected(x, kind):
+    """A selection the data sizes, handed on only through a size made from its own."""
+    if x[0] > 0:  # line-marker: select
+        chosen, more = x[x > 0], x[x > 1]
+    else:
+        chosen, more = -x[x < 0], -x[x < -1]
+    if kind == "cut":
+        return chosen[:3]  # Min(3, u)
+    if kind == "two selections":
+        return torch.cat([chosen, more])  # u + v
+    return torch.cat([chosen, chosen])  # 2*u
+
+
+class SelectedThenDecided(nn.Module):
+    """A detector's proposals: a helper branches, selects boxes inside its branches and
+    returns them cut or joined; forward then decides on how many there are."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+
+    def forward(self, x):
+        kept = _selected(x, self.kind)
+        if kept.numel() > 2:  # line-marker: decided later
+            return kept.sum() * 2
+        return kept.sum() - 1
+
+
+SELECTIONS = [
+    torch.tensor([1.0, 2, -3, 4, 5]),  # first side, many kept
+    torch.tensor([1.0, -2, -3, -4, -5]),  # first side, one kept
+    torch.tensor([-1.0, -2, 3, -4, 4]),  # second side, many kept
+    torch.tensor([-1.0, 2, 3, 4, 5]),  # second side, one kept
+    torch.tensor([-3.0, 3, -2, 1, -1]),
+    torch.tensor([2.0, -3, 0.5, -1, 1.5]),
+]
+
+
+@pytest.mark.parametrize("kind", ["cut", "two selections", "doubled"])
+def test_a_decision_on_a_size_made_inside_an_earlier_branch_reads_it_from_a_tensor_handed_on(kind):
+    """The later predicate is over symbols bound inside the first cond's branches; the cond
+    hands on only a tensor whose size is an expression of them, which gives the value."""
+    model = SelectedThenDecided(kind)
+    program = exporter.export(model, (SELECTIONS[0],))
+    report = program.branch_report
+    assert [d.location for d in report.decisions] == [_line("select"), _line("decided later")]
+    assert _conds(program) == 2
+    assert {x[0].item() > 0 for x in SELECTIONS} == {True, False}
+    assert {_selected(x, kind).numel() > 2 for x in SELECTIONS} == {True, False}
+    _matches_eager(program, model, [(x,) for x in SELECTIONS])
+
+
+def test_a_decision_on_a_size_no_handed_on_tensor_gives_is_refused_at_its_line(monkeypatch):
+    from exporter.branches import join
+
+    monkeypatch.setattr(join, "_sized_by", lambda g, symbol, expression: None)
+    with pytest.raises(exporter.TraceError, match="made inside an earlier branch") as refused:
+        exporter.export(SelectedThenDecided("cut"), (SELECTIONS[0],))
+    assert refused.value.category is Category.BRANCH_CAPTURE
+    assert refused.value.location == _line("decided later")
+
+
 def test_a_dynamic_batch_is_kept_across_the_sides():
     program = exporter.export(Sign(), (_x(4, 8),), dynamic_shapes=({0: Dim("batch")},))
     _matches_eager(program, Sign(), [(_x(7, 8, sign=-1),), (_x(3, 8),), (_x(5, 8, sign=-1),)])
