@@ -482,7 +482,10 @@ def _run_tool(tool: str, built: zoo_models.Built, exporter_kwargs: dict[str, Any
             difference, _ = compare(expected, actual)
             if difference is not None:
                 return ToolResult("fresh mismatch", seconds, export_seconds, error=difference)
-    sides = zoo_sides.other_sides(built.model, built.kwargs, program, compare) if tool == "exporter" and not dynamic else None
+    sides = (
+        zoo_sides.other_sides(built.model, built.kwargs, program, compare, built.weights)
+        if tool == "exporter" and not dynamic else None
+    )
     if sides is not None and sides.mismatch:
         return ToolResult("other-side mismatch", seconds, export_seconds, error=sides.mismatch, sides=sides.describe())
     return ToolResult("ok", seconds, export_seconds, max_abs_diff=worst, signature=signature_rows(program),

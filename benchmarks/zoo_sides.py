@@ -8,13 +8,18 @@ with its second half masked, or all zeros or ones; token ids ending in padding; 
 input negated, zeroed, scaled up or down).  The program runs each of them node by node,
 which tells which way each top-level cond went; the inputs where one went the other way are
 the ones that test a side the example did not, and the program must match eager on each.
+Where no input can (a detector with random weights finds boxes in every image), a family
+may give other weights instead (``Built.weights``): the program's weights are its inputs
+too, so it runs the example with them beside eager.
 
 ``other_sides(model, kwargs, program, compare)`` gives the verdict the zoo records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import copy
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -107,28 +112,47 @@ def candidates(kwargs: dict[str, Any], config: Any = None) -> list[tuple[str, di
     return out
 
 
+def _with_weights(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> torch.nn.Module:
+    """A copy of ``program.module()`` holding the weights ``state`` changes (by the model's
+    names, which the program keeps)."""
+    module = copy.deepcopy(module)
+    own = module.state_dict()
+    missing = sorted(k for k in state if k not in own)
+    if missing:
+        raise KeyError(f"the program has no weight named {missing[0]}")
+    module.load_state_dict(state, strict=False)
+    return module
+
+
 def other_sides(
     model: torch.nn.Module,
     kwargs: dict[str, Any],
     program: torch.export.ExportedProgram,
     compare: Callable[[Any, Any], tuple[str | None, float]],
+    weights: Sequence[tuple[str, dict[str, torch.Tensor]]] = (),
 ) -> Sides | None:
     """Hold ``program`` to eager on every generated input that takes another side of one of
-    its conds; None for a program without conds."""
+    its conds, and on the example with each of ``weights`` (what was changed, the changed
+    weights by name); None for a program without conds."""
     conds = conds_in(program)
     if not conds:
         return None
     sides = Sides(conds)
     module = program.module()
+    runs = [(how, changed, lambda kw: model(**kw), module) for how, changed in candidates(kwargs, getattr(model, "config", None))]
+    for how, state in weights:
+        changed_weights = {k: v for k, v in state.items() if not torch.equal(v, model.state_dict()[k])}
+        eager = functools.partial(torch.func.functional_call, model, state, ())  # takes the kwargs dict
+        runs.append((how, kwargs, eager, _with_weights(module, changed_weights)))
     with torch.no_grad():
         _, example = decisions_taken(module, kwargs)
-        for how, changed in candidates(kwargs, getattr(model, "config", None)):
+        for how, changed, run_eager, run_program in runs:
             try:
-                expected = model(**changed)
+                expected = run_eager(changed)
             except Exception:
                 continue  # the model itself refuses this input: nothing to hold the program to
             try:
-                actual, taken = decisions_taken(module, changed)
+                actual, taken = decisions_taken(run_program, changed)
             except Exception as e:  # eager runs this input: the program must too
                 first = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
                 sides.mismatch = f"{how}: the program raises {type(e).__name__}: {first}"

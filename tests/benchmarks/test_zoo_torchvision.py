@@ -73,3 +73,15 @@ def test_the_zoo_runs_the_family_with_dynamic_batches():
     assert zoo.results_name(args) == f"zoo-torchvision-subset-dynamic-{release}"
     assert zoo.results_title(args).startswith("Model zoo (torchvision, subset, dynamic shapes)")
     assert zoo.model_kind("raft_small", "torchvision") == "optical flow"
+
+
+@pytest.mark.parametrize("model_type", ["ssdlite320_mobilenet_v3_large", "fasterrcnn_mobilenet_v3_large_320_fpn"])
+def test_a_detector_comes_with_weights_that_find_nothing(family, model_type):
+    built = family.build(model_type, family.cases(model_type)[0])
+    assert all(len(found["boxes"]) for found in built.output)
+    ((how, state),) = built.weights
+    assert "no detections" in how
+    with torch.no_grad():
+        quiet = torch.func.functional_call(built.model, state, (), built.kwargs)
+    assert [len(found["boxes"]) for found in quiet] == [0] * family.BATCH
+    assert not family.build("resnet18", "ResNet").weights

@@ -142,6 +142,42 @@ def test_a_program_with_a_cond_is_held_to_eager_on_inputs_that_take_the_other_si
     assert sides.conds == 1 and sides.other >= 1 and "attention_mask" in sides.mismatch
 
 
+class _Finds(torch.nn.Module):
+    """A detector in small: what scores over the threshold is kept, and an empty find has its
+    own path. Any input scores over it with these weights; a lowered bias finds nothing."""
+
+    def __init__(self):
+        super().__init__()
+        self.score = torch.nn.Linear(3, 1)
+        with torch.no_grad():
+            self.score.weight.zero_()
+            self.score.bias.fill_(1.0)
+
+    def forward(self, x):
+        kept = x[self.score(x)[:, 0] > 0]
+        if kept.numel() == 0:
+            return torch.zeros(1, 3)
+        return kept.sum(0, keepdim=True)
+
+
+def test_other_weights_hold_the_program_to_eager_where_no_input_takes_the_other_side(zoo):
+    model, kwargs = _Finds(), {"x": torch.randn(5, 3)}
+    program = exporter.export(model, (), kwargs)
+    assert zoo.zoo_sides.other_sides(model, kwargs, program, zoo.compare).other == 0
+    lowered = {k: v.clone() for k, v in model.state_dict().items()}
+    lowered["score.bias"] -= 2
+    weights = (("score lowered", lowered),)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    sides = zoo.zoo_sides.other_sides(model, kwargs, program, zoo.compare, weights)
+    assert sides.other == 1 and sides.mismatch is None
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())  # eager kept its weights
+    assert torch.equal(program.state_dict["score.bias"], before["score.bias"])  # so did the program
+    # a program that differs from eager there is caught: eager changed after the export
+    model.forward = lambda x: _Finds.forward(model, x) + (model.score.bias < 0)
+    sides = zoo.zoo_sides.other_sides(model, kwargs, program, zoo.compare, weights)
+    assert sides.mismatch is not None and sides.mismatch.startswith("score lowered")
+
+
 def test_a_program_without_conds_has_no_other_side(zoo):
     built = zoo.zoo_models.build("bert", "BertModel")
     result = zoo.run_tool("exporter", built, {})
