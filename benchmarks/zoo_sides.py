@@ -6,8 +6,9 @@ runs parted.  The zoo's example takes one side of each; this module makes inputs
 take the other: the example with each input changed in one way a real input differs (a mask
 with its second half masked, or all zeros or ones; token ids ending in padding; a float
 input negated, zeroed, scaled up or down).  The program runs each of them node by node,
-which tells which way each top-level cond went; the inputs where one went the other way are
-the ones that test a side the example did not, and the program must match eager on each.
+which tells which way each cond went (and each inside the side it took); the inputs where
+one went the other way are the ones that test a side the example did not, and the program
+must match eager on each.
 Where no input can (a detector with random weights finds boxes in every image), a family
 may give other weights instead (``Built.weights``): the program's weights are its inputs
 too, so it runs the example with them beside eager.
@@ -49,16 +50,22 @@ class Sides:
 
 
 class _Recording(torch.fx.Interpreter):
-    """Runs a graph node by node, noting each top-level cond's predicate."""
+    """Runs a graph node by node, noting each cond's predicate, those of the conds inside the
+    side it takes after it: a cond on a concrete predicate runs that side, and so does this."""
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         super().__init__(gm)
         self.taken: list[bool] = []
 
     def call_function(self, target, args, kwargs):
-        if target is torch.ops.higher_order.cond:
-            self.taken.append(bool(args[0]))
-        return super().call_function(target, args, kwargs)
+        if target is not torch.ops.higher_order.cond:
+            return super().call_function(target, args, kwargs)
+        predicate, if_true, if_false, operands = args
+        taken = bool(predicate)
+        side = _Recording(if_true if taken else if_false)
+        out = side.run(*operands)
+        self.taken += [taken, *side.taken]
+        return out
 
 
 def conds_in(program: torch.export.ExportedProgram) -> int:
@@ -67,7 +74,7 @@ def conds_in(program: torch.export.ExportedProgram) -> int:
 
 def decisions_taken(module: torch.fx.GraphModule, kwargs: dict[str, Any]) -> tuple[Any, list[bool]]:
     """The output of ``module`` (``program.module()``) on ``kwargs``, and which way each of
-    its top-level conds went.  ``kwargs`` keep the example's keys in its order, as the
+    its conds went, in the order they ran.  ``kwargs`` keep the example's keys in its order, as the
     program's input spec flattened them."""
     flat = pytree.tree_leaves(((), kwargs))
     recording = _Recording(module)
