@@ -8,6 +8,7 @@ import traceback
 from collections.abc import Iterator
 from types import FrameType
 
+import sympy
 import torch
 import torch.utils._pytree as pytree
 
@@ -110,13 +111,20 @@ def _op_implementations() -> tuple[str, ...]:
 def needed_a_data_sized_value(error: BaseException) -> bool:
     """Whether ``error`` (a TraceError from ``explain``) is forward needing, as a plain
     number, the value of an integer only the data decides (``len(boxes)`` after
-    ``nonzero``, ``int(count)``), rather than a bool or an operator's own output size."""
+    ``nonzero``, ``int(count)``) or of such a float (``int(scale * x.max())``), rather than a
+    bool or an operator's own output size."""
     seen = set()
     cause: BaseException | None = error
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
         if isinstance(cause, GuardOnDataDependentSymNode):
-            return bool(getattr(cause.cond, "is_integer", False)) and _op_reading_a_size(cause) is None
+            # a float the data decides carries no assumptions: a question that is no bool asks for it
+            cond = cause.cond
+            truth = getattr(cond, "is_Relational", False) or isinstance(
+                cond, (sympy.logic.boolalg.BooleanFunction, sympy.logic.boolalg.BooleanAtom)
+            )
+            number = bool(getattr(cond, "is_integer", False)) or not truth
+            return number and _op_reading_a_size(cause) is None
         cause = cause.__cause__ or cause.__context__
     return False
 

@@ -57,7 +57,16 @@ from .kernels import (
     kept_whole,
 )
 from .fast import FastPaths
-from .python_ops import builtin_len, builtin_max, builtin_min, power, tensor_factory, tensor_getitem, tensor_iter
+from .python_ops import (
+    SymbolicInt,
+    builtin_len,
+    builtin_max,
+    builtin_min,
+    power,
+    tensor_factory,
+    tensor_getitem,
+    tensor_iter,
+)
 from .stacks import user_calls_recorded, user_stack_trace
 from .tracing_checks import exporting_answer
 from .values import size_hash, tensor_numpy
@@ -118,7 +127,7 @@ NodeHook = Callable[[torch.fx.Node], None]
 @contextlib.contextmanager
 def tracing_patches(
     on_node: NodeHook | None = None, *, draft: bool = False, training: bool = False, fast: FastPaths = FastPaths(),
-    data_sized_len: bool = False,
+    data_sized_len: bool = False, int_modules: frozenset[str] = frozenset(),
 ) -> Iterator[None]:
     """Within the block, torch and Python behave as a torch.export trace needs (see module doc).
 
@@ -130,6 +139,8 @@ def tracing_patches(
     so the values it computes see autograd (``requires_grad``) as torch.export's do.
     ``data_sized_len``: ``len()`` of a tensor whose first size only the data decides gives
     that size, symbolic (``python_ops.builtin_len``).
+    ``int_modules``: the modules (by name) whose ``int()`` gives a value only the data
+    decides symbolic (``python_ops.SymbolicInt``).
     """
     import_shape_env_modules()
     with _locks_held(), _tracing_thread(), contextlib.ExitStack() as stack:
@@ -150,7 +161,7 @@ def tracing_patches(
         stack.enter_context(use_lazy_graph_module(True))
         stack.enter_context(_dynamo_config_for_bodies())
         stack.enter_context(_hop_bodies_forgotten())
-        stack.enter_context(_python_semantics(data_sized_len))
+        stack.enter_context(_python_semantics(data_sized_len, int_modules))
         stack.enter_context(_values_asked_for(draft))
         stack.enter_context(_data_sized_outputs_from_zero())
         stack.enter_context(fast.memory_formats_remembered())
@@ -553,12 +564,15 @@ _PYTHON_REPLACEMENTS = (
 
 
 @contextlib.contextmanager
-def _python_semantics(data_sized_len: bool = False) -> Iterator[None]:
+def _python_semantics(data_sized_len: bool = False, int_modules: frozenset[str] = frozenset()) -> Iterator[None]:
     replacements = _PYTHON_REPLACEMENTS + ((builtins, "len", builtin_len),) if data_sized_len else _PYTHON_REPLACEMENTS
     with contextlib.ExitStack() as stack:
         for owner, name, make in replacements:
             real = getattr(owner, name)
             stack.enter_context(replaced(owner, name, in_tracing_thread(make(real), real)))
+        for module in sorted(int_modules):
+            # the module's global name only: it is Python's int for plain values, in any thread
+            stack.enter_context(replaced(sys.modules[module], "int", SymbolicInt))
         yield
 
 

@@ -6,14 +6,27 @@ installs them in the tracing thread."""
 
 from __future__ import annotations
 
+import builtins
 import functools
+import io
+import tokenize
 from typing import Any
 
 import torch
 
 from .._torch_internals import free_unbacked_symbols, symbolic_tensor, traced_fake
 
-__all__ = ["builtin_len", "builtin_max", "builtin_min", "power", "tensor_factory", "tensor_getitem", "tensor_iter"]
+__all__ = [
+    "SymbolicInt",
+    "builtin_len",
+    "builtin_max",
+    "builtin_min",
+    "int_shadows_safely",
+    "power",
+    "tensor_factory",
+    "tensor_getitem",
+    "tensor_iter",
+]
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
@@ -211,3 +224,72 @@ def power(real):
         return real(x, y)
 
     return pow_
+
+
+class _IntKind(type):
+    """``isinstance`` and ``issubclass`` against ``SymbolicInt`` answer as against ``int``."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, builtins.int)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, builtins.int)
+
+
+class SymbolicInt(builtins.int, metaclass=_IntKind):
+    """The name ``int`` in a module whose forward takes ``int()`` of a value only the data
+    decides (``max_length = int(torch.max(lengths).item())``): that value stays symbolic, as
+    ``.item()`` gave it, where Python's ``int`` must return a plain number and would need its
+    value.  A one-element tensor is read with ``.item()`` first, a symbolic float truncated as
+    ``int`` truncates; anything else is Python's ``int``, so calls outside a trace and on
+    plain values give what they always give.
+
+    Installed in that module's globals only (``int_shadows_safely`` says which may take it),
+    for the traces of an export that needed it (``tracer.run``)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and not kwargs:
+            value = args[0]
+            if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+                value = value.item()
+            if isinstance(value, torch.SymInt) and free_unbacked_symbols(value):
+                return value
+            if isinstance(value, torch.SymFloat) and free_unbacked_symbols(value):
+                return torch.sym_int(value)
+            return builtins.int(value)
+        return builtins.int(*args, **kwargs)
+
+
+def int_shadows_safely(source: str) -> bool:
+    """Whether a module's ``source`` uses the name ``int`` only in ways ``SymbolicInt`` keeps:
+    calls (``int(x)``), ``isinstance``/``issubclass`` tests and annotations.  Where it
+    compares the type itself (``type(x) is int``, ``dtype=int``, ``type(x) in (int, float)``),
+    another class under that name would change what the module does."""
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(source).readline)
+                  if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
+                                    tokenize.DEDENT, tokenize.STRING)]
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    opened: list[tuple[str, str]] = []  # (bracket, the name before it)
+    for k, token in enumerate(tokens):
+        before = tokens[k - 1] if k else None
+        if token.type == tokenize.OP and token.string in "([{":
+            opened.append((token.string, before.string if before is not None and before.type == tokenize.NAME else ""))
+        elif token.type == tokenize.OP and token.string in ")]}":
+            if opened:
+                opened.pop()
+        elif token.type == tokenize.NAME and token.string == "int":
+            after = tokens[k + 1] if k + 1 < len(tokens) else None
+            if before is not None and before.type == tokenize.OP and before.string == ".":
+                continue  # an attribute named int (np.int, self.int)
+            if after is not None and after.string == "(":
+                continue  # a call
+            inner = opened[-1] if opened else None
+            tested = next((name for bracket, name in reversed(opened) if bracket != "(" or name), "")  # past tuples
+            if inner is not None and (inner[0] == "[" or tested in ("isinstance", "issubclass")):
+                continue  # a subscript (List[int]) or a type test
+            if before is not None and before.string in (":", "->") and (inner is None or inner[0] == "("):
+                continue  # an annotation
+            return False
+    return True

@@ -7,7 +7,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import inspect
+import linecache
 import logging
+import os
+import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +43,7 @@ from .explain import explain, needed_a_data_sized_value
 from .fast import FastPaths
 from .module_function import ROOT_ATTR, Holder, ModuleRun, Recorded, functional_fn, plain_fn, training_fn
 from .patches import tracing_patches
+from .python_ops import int_shadows_safely
 from .preserve import module_preserved
 from .signature import constant_attribute_fqns, input_specs, output_specs
 from .stacks import on_roomy_stack, recording_user_calls
@@ -173,6 +179,45 @@ class PythonSemantics:
     data_sized_len: bool = False
     """``len()`` of a tensor whose first size only the data decides gives that size (set once a
     run needed a size's value: ``len(boxes)`` after ``nonzero``)."""
+    int_modules: frozenset[str] = frozenset()
+    """Modules whose ``int()`` keeps a value only the data decides symbolic (each added once a
+    run needed such a value on a line of it that calls ``int``: ``int(lengths.max())``)."""
+
+    def learn(self, error: TraceError) -> bool:
+        """Take the next step for a run that failed with ``error`` needing a data-decided
+        integer as a plain number: ``len()`` first, then ``int()`` in the module whose line
+        asked.  False when there is none left to take."""
+        if not self.data_sized_len:
+            self.data_sized_len = True
+            return True
+        module = int_module_at(error.location)
+        if module is None or module in self.int_modules:
+            return False
+        self.int_modules = self.int_modules | {module}
+        return True
+
+
+def int_module_at(location: str | None) -> str | None:
+    """The name of the module whose source line ``location`` (``path:line``) calls ``int``,
+    when that module may take ``SymbolicInt`` (not torch's own, and using the name ``int``
+    only in ways it keeps); else None."""
+    if not location or ":" not in location:
+        return None
+    path, _, line = location.rpartition(":")
+    if not line.isdigit() or not re.search(r"(?<![\w.])int\s*\(", linecache.getline(path, int(line))):
+        return None
+    real = os.path.realpath(path)
+    if real.startswith(os.path.dirname(os.path.realpath(torch.__file__)) + os.sep):
+        return None
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if file and os.path.realpath(file) == real:
+            try:
+                source = inspect.getsource(module)
+            except (OSError, TypeError):
+                return None
+            return name if int_shadows_safely(source) else None
+    return None
 
 
 @attrs.define
@@ -357,30 +402,37 @@ def run(request: _Request, decider: Any = None) -> _Traced:
     starts from the model as the user gave it, and the model is left so afterwards.
     ``decider``: takes the data-dependent booleans the run meets (branch capture).
 
-    A run that fails needing the value of a size only the data decides is made once more
-    with ``len()`` giving such sizes symbolic (``PythonSemantics.data_sized_len``), as do the
-    export's later runs: ``len(boxes)`` is then ``boxes.shape[0]``.  The error of that run
-    is the one raised where it got further; else the first."""
+    A run that fails needing, as a plain number, the value of an integer only the data
+    decides is made again with Python behaving otherwise (``PythonSemantics.learn``): first
+    with ``len()`` giving such sizes symbolic (``len(boxes)`` is then ``boxes.shape[0]``),
+    then with ``int()`` keeping such values symbolic in the module whose line asked; the
+    export's later runs keep what was learned.  The error raised is that of the run that got
+    furthest; where none did, the first."""
     if decider is not None:
         request = attrs.evolve(request, decider=decider)
     try:
         return _run(request)
     except TraceError as error:
-        if request.python.data_sized_len or request.draft or not needed_a_data_sized_value(error):
+        if request.draft or not needed_a_data_sized_value(error):
             raise
-        request.python.data_sized_len = True
+        first = error
+    error = first
+    while request.python.learn(error):
         try:
             return _run(request)
         except TraceError as again:
-            if again.location != error.location or again.category is not error.category:
+            if again.location == error.location and again.category is error.category:
+                continue  # no further: the next step, if any, may help
+            if not needed_a_data_sized_value(again):
                 raise
-        raise error
+            error = again
+    raise error
 
 
 def _run(request: _Request) -> _Traced:
     r = request
     try:
-        with tracing_patches(r.watch, draft=r.draft, training=r.training, fast=r.fast, data_sized_len=r.python.data_sized_len), module_preserved(r.root) as as_given:
+        with tracing_patches(r.watch, draft=r.draft, training=r.training, fast=r.fast, data_sized_len=r.python.data_sized_len, int_modules=r.python.int_modules), module_preserved(r.root) as as_given:
             for name, strategy in STRATEGIES:
                 traced = strategy(request)
                 if traced is not None:
@@ -407,7 +459,7 @@ def replay(request: _Request, fn: Callable[..., Any], recorded: Recorded, kind: 
     # torch.cond in it would trace its branches once more for a backward nobody asks for.
     grad = contextlib.nullcontext() if r.training else torch.no_grad()
     try:
-        with tracing_patches(r.watch, draft=r.draft, training=r.training, fast=r.fast, data_sized_len=r.python.data_sized_len), fake_mode, grad, tracing(TracingContext(fake_mode)):
+        with tracing_patches(r.watch, draft=r.draft, training=r.training, fast=r.fast, data_sized_len=r.python.data_sized_len, int_modules=r.python.int_modules), fake_mode, grad, tracing(TracingContext(fake_mode)):
             gm = on_roomy_stack(functools.partial(retrace_graph, pre_dispatch=r.training), fn, fakes.inputs)
     except ExportError:
         raise

@@ -1,6 +1,7 @@
 """Decisions: a run's data-dependent booleans answered from a schedule, each recorded once with
 its site, and the questions a decider does not answer (numbers, torch's own, past the limit)."""
 
+import operator
 import unittest
 
 import pytest
@@ -205,7 +206,7 @@ def _data_dependent(error: BaseException) -> bool:
 
 def test_a_number_the_data_decides_is_not_a_decision():
     def size_from_data(x):
-        return x * int((x > 0).sum().item())
+        return x * operator.index((x > 0).sum())
 
     error = _refused(_Calls(size_from_data), torch.randn(3))
     assert _data_dependent(error) and "specialized integer" in str(error.__cause__)

@@ -10,7 +10,8 @@ from torch.export import Dim
 
 import exporter
 from exporter import ConstraintError
-from exporter.trace.python_ops import builtin_len, builtin_max, builtin_min, power
+from exporter.trace.python_ops import SymbolicInt, builtin_len, builtin_max, builtin_min, int_shadows_safely, power
+from tests.exporter.trace import int_models
 from tests.exporter.constraints.test_violations import View16
 
 
@@ -136,3 +137,73 @@ def test_len_stays_pythons_wherever_no_size_is_data_sized():
 
     exporter.export(Counts(), (torch.randn(6, 2),))
     assert seen == [True]  # no size needed a value: Python's own len()
+
+
+def test_symbolic_int_is_pythons_int_on_plain_values():
+    assert isinstance(3, SymbolicInt) and isinstance(True, SymbolicInt) and not isinstance(3.0, SymbolicInt)
+    assert issubclass(bool, SymbolicInt) and not issubclass(float, SymbolicInt)
+    for args, want in (((), 0), (("12", 16), 18), ((2.7,), 2), ((-2.7,), -2), ((torch.tensor(5),), 5), ((torch.tensor([3.9]),), 3)):
+        got = SymbolicInt(*args)
+        assert got == want and type(got) is builtins.int, args
+
+
+@pytest.mark.parametrize(
+    "source, safe",
+    [
+        ("n = int(x)", True),
+        ("def f(x: int = 3) -> int:\n    return isinstance(x, (int, float))", True),
+        ("def f(x: List[int], y: Optional[int]): pass", True),
+        ("size: int = 3", True),
+        ("y = np.int", True),
+        ("if type(x) is int: pass", False),
+        ("t = type(x) in (int, float)", False),
+        ("a = torch.zeros(3, dtype=int)", False),
+        ("kinds = {'count': int}", False),
+        ("convert = int", False),
+    ],
+)
+def test_a_module_takes_the_symbolic_int_only_where_it_calls_int_and_tests_against_it(source, safe):
+    assert int_shadows_safely(source) is safe
+
+
+@pytest.mark.parametrize("read", ["item", "tensor"])
+def test_int_of_a_data_decided_value_stays_symbolic_in_the_module_that_takes_it(read):
+    """torchaudio's Conformer: a padding mask as wide as ``int(lengths.max())``; attention then
+    needs it as wide as the input, which the program asserts where eager raises."""
+    model = int_models.MaskedAttention(read).eval()
+    x = torch.randn(2, 5, 8)
+    program = exporter.export(model, (x, torch.tensor([5, 3])))
+    assert "int" not in vars(int_models)  # the module's own name is back
+    with torch.no_grad():
+        for lengths in ([5, 3], [2, 5], [5, 5], [1, 5]):
+            torch.testing.assert_close(program.module()(x, torch.tensor(lengths)), model(x, torch.tensor(lengths)))
+    with pytest.raises(AssertionError):
+        model(x, torch.tensor([4, 3]))
+    with pytest.raises(RuntimeError, match="Runtime assertion failed"):
+        program.module()(x, torch.tensor([4, 3]))
+
+
+def test_int_of_a_data_decided_float_truncates_as_python_does():
+    model = int_models.Rescaled()
+    x = torch.tensor([0.5, -1.0, 0.25, 2.0, 0.1])
+    program = exporter.export(model, (x,))
+    for fresh in (x, x * 0.3, x * 0.01, -x, x * 100):  # 4, 1, 0, 4 and all 5 steps kept
+        torch.testing.assert_close(program.module()(fresh), model(fresh))
+
+
+def test_a_module_that_tests_against_int_keeps_its_own_and_the_export_names_the_line(tmp_path, monkeypatch):
+    (tmp_path / "typed_counts.py").write_text(
+        "import torch\n\n"
+        "class Counted(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        n = int(x.max().long())\n"
+        "        assert type(n) is int\n"
+        "        return x[:n]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import typed_counts
+
+    with pytest.raises(exporter.TraceError, match="needs the value of a tensor") as refused:
+        exporter.export(typed_counts.Counted(), (torch.tensor([1.0, 3.0, 2.0]),))
+    assert refused.value.location == f"{tmp_path / 'typed_counts.py'}:5"
+    assert "int" not in vars(typed_counts)

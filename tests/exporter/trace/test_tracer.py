@@ -1,5 +1,6 @@
 """Tracing: error categories with the user's source line, mutations, and global state."""
 
+import operator
 import json
 import warnings
 
@@ -35,7 +36,7 @@ class LoopsOnData(torch.nn.Module):
 
 class SizeFromData(torch.nn.Module):
     def forward(self, x):
-        return x[: int(x.max().item())]  # line-marker: item
+        return x[: operator.index(x.max().long())]  # line-marker: item
 
 
 class CustomOpWithoutFake(torch.nn.Module):

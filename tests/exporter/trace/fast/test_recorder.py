@@ -178,7 +178,7 @@ class FailsOnFakeTensors(torch.nn.Module):
     """Runs eagerly, but reads a tensor's value to pick a shape."""
 
     def forward(self, x):
-        return x.view(1 + 0 * int(x.abs().sum()), -1)
+        return x.view(1 + 0 * round(float(x.abs().sum())), -1)
 
 
 @pytest.mark.parametrize("model", [FailsOnFakeTensors(), Repeats()], ids=["fails-on-fakes", "wrong-inputs"])
