@@ -387,16 +387,17 @@ transformers zoo's sequence of 8) and the size fresh inputs give it."""
 
 def dynamic_inputs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """``dynamic_shapes`` for the zoo's inputs: ``Dim.AUTO`` on every tensor's batch and
-    sequence dimension (dim 0 and 1 when they have the example's batch and length)."""
-    shapes: dict[str, Any] = {}
-    for name, value in kwargs.items():
-        if isinstance(value, torch.Tensor):
-            dims = {dim: torch.export.Dim.AUTO for dim, (size, _) in GROWN.items()
-                    if value.dim() > dim and value.shape[dim] == size}
-            shapes[name] = dims or None
-        else:
-            shapes[name] = None
-    return shapes
+    sequence dimension (dim 0 and 1 when they have the example's batch and length), a list of
+    tensors (a detector's images) entry by entry, in the input's own structure."""
+
+    def dims(value: Any) -> Any:
+        if not isinstance(value, torch.Tensor):
+            return None
+        found = {dim: torch.export.Dim.AUTO for dim, (size, _) in GROWN.items()
+                 if value.dim() > dim and value.shape[dim] == size}
+        return found or None
+
+    return {name: torch.utils._pytree.tree_map(dims, value) for name, value in kwargs.items()}
 
 
 def grown_inputs(kwargs: dict[str, Any], program: torch.export.ExportedProgram) -> dict[str, Any] | None:

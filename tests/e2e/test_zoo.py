@@ -229,6 +229,8 @@ def test_dynamic_runs_give_both_tools_auto_dims_and_check_grown_inputs(zoo):
     built = zoo.zoo_models.build("bert", "BertForSequenceClassification")
     shapes = zoo.dynamic_inputs(built.kwargs)
     assert shapes["input_ids"] == {0: torch.export.Dim.AUTO, 1: torch.export.Dim.AUTO}
+    images = {"images": [torch.rand(3, 5, 5), torch.rand(3, 6, 6)], "scale": 2.0}
+    assert zoo.dynamic_inputs(images) == {"images": [None, None], "scale": None}  # as torch.export wants a list's
     mine = zoo.run_tool("exporter", built, {}, dynamic=True)
     theirs = zoo.run_tool("torch", built, {}, dynamic=True)
     assert mine.ok and theirs.ok, (mine.describe(), theirs.describe())
