@@ -47,6 +47,13 @@ _BRANCH_HINT = (
 )
 # torch.cond does not help a for loop whose trip count is data (`for e in x.nonzero():`,
 # `range(n.item())`): the loop has to run a number of times known when tracing.
+# A plain number the data decides (`int(t)`, `float(t)`, `operator.index(t)`) where no
+# branch is taken: the number has to stay a tensor or a symbolic size.
+_NUMBER_HINT = (
+    "keep the value a tensor (or read it with .item() and compute with the result, which stays "
+    "symbolic) instead of making it a Python number, or export with branches='draft' to follow "
+    "the example's value"
+)
 _LOOP_HINT = (
     "loop a fixed number of times (over range(num_experts), say, not over the entries "
     "present) and let masks or empty selections skip the unused iterations, or pass the "
@@ -129,6 +136,11 @@ def needed_a_data_sized_value(error: BaseException) -> bool:
     return False
 
 
+def _asks_a_number(e: Exception) -> bool:
+    """Whether ``e`` asks for a number the data decides, not for a bool."""
+    return isinstance(e, GuardOnDataDependentSymNode) and needed_a_data_sized_value(e)
+
+
 def _op_reading_a_size(e: Exception) -> str | None:
     """The operator whose own implementation needed an integer computed from tensor values
     (its output size: ``one_hot`` without ``num_classes`` takes ``labels.max() + 1``), when
@@ -201,7 +213,7 @@ def explain(e: Exception) -> TraceError:
             f"traces with shapes only, not values [torch: {text}]",
             category=Category.DATA_DEPENDENT_CONTROL_FLOW,
             location=where,
-            hint=_LOOP_HINT if frame and _is_loop(frame.line) else _BRANCH_HINT,
+            hint=_LOOP_HINT if frame and _is_loop(frame.line) else _NUMBER_HINT if _asks_a_number(e) else _BRANCH_HINT,
         )
     if isinstance(e, DynamicOutputShapeException):
         return TraceError(

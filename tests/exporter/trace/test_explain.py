@@ -1,5 +1,6 @@
 """Failures inside forward explained: the category, the user's line, the next step; the eager check."""
 
+import operator
 import os
 
 import pytest
@@ -40,6 +41,25 @@ def test_explain_names_the_category_line_and_next_step(error, category, words):
     assert isinstance(explained, TraceError) and explained.category is category
     assert words in explained.message and explained.hint
     assert explained.location.startswith(f"{HERE}:")
+
+
+class IndexFromData(torch.nn.Module):
+    def forward(self, x):
+        return x[: operator.index(x.max().long())]  # a plain number, no branch
+
+
+class BranchOnData(torch.nn.Module):
+    def forward(self, x):
+        return x * 2 if x.sum() > 0 else x  # a bool
+
+
+def test_a_number_the_data_decides_is_hinted_to_stay_a_tensor_a_bool_to_become_a_cond():
+    with pytest.raises(TraceError, match="needs the value of a tensor") as number:
+        exporter.export(IndexFromData(), (torch.tensor([1.0, 2.0]),))
+    assert "keep the value a tensor" in number.value.hint and "torch.cond" not in number.value.hint
+    with pytest.raises(TraceError, match="needs the value of a tensor") as bool_:
+        exporter.export(BranchOnData(), (torch.tensor([1.0, 2.0]),), branches="refuse")
+    assert "torch.cond" in bool_.value.hint
 
 
 def test_user_location_is_the_innermost_user_frame():
