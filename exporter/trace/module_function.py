@@ -23,6 +23,7 @@ from .._torch_internals import (
     FakeTensor,
     FunctionalTensor,
     effect_tokens,
+    free_unbacked_symbols,
     functional_mode,
     functional_state,
     guard_or_false,
@@ -254,8 +255,11 @@ def _replaced(label: str, index: int, old: torch.Tensor, new: torch.Tensor) -> N
     placeholders = [n for n in node.graph.nodes if n.op == "placeholder"] if node is not None else []
     if node is not None and index < len(placeholders) and _reaches(node, placeholders[index]):
         _replacement_error(label, old, new)
+    data_sized = "?" in _layout(new)
     message = (
-        f"forward() replaced {label} {_layout(old)} with {_layout(new)}; the program computes the new value "
+        f"forward() replaced {label} {_layout(old)} with {_layout(new)}"
+        + (" (? is a size only the data decides)" if data_sized else "")
+        + "; the program computes the new value "
         "where forward uses it but does not write it back: the buffer keeps its shape and value, and each "
         "call computes the new value again"
     )
@@ -277,7 +281,9 @@ def _reaches(node: torch.fx.Node, source: torch.fx.Node) -> bool:
 
 
 def _layout(value: torch.Tensor) -> str:
-    return f"{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}"
+    """``(1, ?, 32) float32``: a size only the data decides is ``?``, not the name one trace gave it."""
+    sizes = ["?" if isinstance(size, torch.SymInt) and free_unbacked_symbols(size) else str(size) for size in value.shape]
+    return f"({', '.join(sizes)}{',' if len(sizes) == 1 else ''}) {str(value.dtype).removeprefix('torch.')}"
 
 
 def _replacement_error(label: str, old: torch.Tensor, new: Any) -> None:

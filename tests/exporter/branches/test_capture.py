@@ -461,6 +461,8 @@ def test_runs_that_replace_the_same_buffer_give_one_note():
     program = exporter.export(model, (x, counts))
     assert program.branch_report.runs == 4
     assert [n.kind.name for n in program.notes] == ["BUFFER_NOT_WRITTEN_BACK"]
+    # the size a trace named u9 or u15 is shown as what it is to the user
+    assert "(8,) float32 with (?,) float32 (? is a size only the data decides)" in program.notes[0].message
     _matches_eager(program, TableGrownAfterABranch(), [(-x, counts), (x, torch.tensor([9, 0, 0])), (-x, torch.tensor([0, 9, 1]))])
 
 
