@@ -45,8 +45,6 @@ _BRANCH_HINT = (
     "branch with torch.cond(pred, true_fn, false_fn, operands), compute without the "
     "branch (torch.where), or state what holds with torch._check(...)"
 )
-# torch.cond does not help a for loop whose trip count is data (`for e in x.nonzero():`,
-# `range(n.item())`): the loop has to run a number of times known when tracing.
 # A plain number the data decides (`int(t)`, `float(t)`, `operator.index(t)`) where no
 # branch is taken: the number has to stay a tensor or a symbolic size.
 _NUMBER_HINT = (
@@ -54,6 +52,8 @@ _NUMBER_HINT = (
     "symbolic) instead of making it a Python number, or export with branches='draft' to follow "
     "the example's value"
 )
+# torch.cond does not help a for loop whose trip count is data (`for e in x.nonzero():`,
+# `range(n.item())`): the loop has to run a number of times known when tracing.
 _LOOP_HINT = (
     "loop a fixed number of times (over range(num_experts), say, not over the entries "
     "present) and let masks or empty selections skip the unused iterations, or pass the "
