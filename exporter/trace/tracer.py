@@ -185,16 +185,15 @@ class PythonSemantics:
 
     def learn(self, error: TraceError) -> bool:
         """Take the next step for a run that failed with ``error`` needing a data-decided
-        integer as a plain number: ``len()`` first, then ``int()`` in the module whose line
-        asked.  False when there is none left to take."""
-        if not self.data_sized_len:
-            self.data_sized_len = True
-            return True
+        number as a plain one: ``int()`` in the module whose line asked, if the line calls
+        it, and ``len()`` with the first step.  False when there is none left to take."""
+        learned = not self.data_sized_len
+        self.data_sized_len = True
         module = int_module_at(error.location)
-        if module is None or module in self.int_modules:
-            return False
-        self.int_modules = self.int_modules | {module}
-        return True
+        if module is not None and module not in self.int_modules:
+            self.int_modules = self.int_modules | {module}
+            learned = True
+        return learned
 
 
 def int_module_at(location: str | None) -> str | None:
@@ -403,10 +402,10 @@ def run(request: _Request, decider: Any = None) -> _Traced:
     ``decider``: takes the data-dependent booleans the run meets (branch capture).
 
     A run that fails needing, as a plain number, the value of an integer only the data
-    decides is made again with Python behaving otherwise (``PythonSemantics.learn``): first
-    with ``len()`` giving such sizes symbolic (``len(boxes)`` is then ``boxes.shape[0]``),
-    then with ``int()`` keeping such values symbolic in the module whose line asked; the
-    export's later runs keep what was learned.  The error raised is that of the run that got
+    decides is made again with Python behaving otherwise (``PythonSemantics.learn``):
+    ``len()`` giving such sizes symbolic (``len(boxes)`` is then ``boxes.shape[0]``), and
+    ``int()`` keeping such values symbolic in the module whose line asked; the export's
+    later runs keep what was learned.  The error raised is that of the run that got
     furthest; where none did, the first."""
     if decider is not None:
         request = attrs.evolve(request, decider=decider)
