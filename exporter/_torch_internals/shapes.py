@@ -8,6 +8,7 @@ import glob
 import os
 from typing import Any
 
+import sympy
 import torch
 from torch._guards import GuardSource, Source, TracingContext, tracing
 from torch.export.dynamic_shapes import Dim, _DerivedDim as DerivedDim, _DimHint as DimHint, _DimHintType as DimHintType
@@ -46,6 +47,7 @@ __all__ = [
     "guard_or_false",
     "insert_deferred_runtime_asserts",
     "int_oo",
+    "is_condition",
     "is_number_bound",
     "raw_expr",
     "RelaxedUnspecConstraint",
@@ -150,3 +152,12 @@ def is_number_bound(bound: Any) -> bool:
     """A value range's end is a number: not sympy's infinity, nor the ShapeEnv's integer
     infinity (which says it is finite and cannot be made an int)."""
     return bool(getattr(bound, "is_number", False) and bound.is_finite) and bound not in (int_oo, -int_oo)
+
+
+def is_condition(expr: sympy.Basic) -> bool:
+    """Whether ``expr``, a question the ShapeEnv asks, is a condition (a comparison, or a
+    logical combination of them), not a number (a bare symbol is a size or a value: sympy
+    counts it as Boolean too)."""
+    if getattr(expr, "is_Relational", False):
+        return True
+    return isinstance(expr, (sympy.And, sympy.Or, sympy.Not, sympy.Xor)) and all(is_condition(a) for a in expr.args)

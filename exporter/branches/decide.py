@@ -31,6 +31,7 @@ from .._torch_internals import (
     check_at_run_time,
     current_module_stack,
     free_unbacked_symbols,
+    is_condition,
     traced_graph,
 )
 from ..trace.stacks import UserCalls
@@ -108,14 +109,6 @@ def _binding_nodes(graph: torch.fx.Graph | None, symbols: set[sympy.Symbol]) -> 
     return found
 
 
-def _is_boolean(expr: sympy.Basic) -> bool:
-    """Whether ``expr`` is a condition (a comparison, or a logical combination of them), not a
-    number (a bare symbol is a size or a value: sympy counts it as Boolean too)."""
-    if getattr(expr, "is_Relational", False):
-        return True
-    return isinstance(expr, (sympy.And, sympy.Or, sympy.Not, sympy.Xor)) and all(_is_boolean(a) for a in expr.args)
-
-
 def _empty_test(shape_env: Any, expr: sympy.Basic) -> bool:
     """Whether ``expr`` asks if a tensor the data sizes is empty (``Eq(4*u0, 0)``).  An
     operator asks it for its empty-input path (torch's C++ ``batch_norm`` on the rows a mask
@@ -190,7 +183,7 @@ class Decider:
         """The user's function calls each node of the run was made in (recorded by the tracer)."""
 
     def __call__(self, shape_env: Any, expr: sympy.Basic, error: GuardOnDataDependentSymNode) -> bool:
-        if not self.active or not _is_boolean(expr):
+        if not self.active or not is_condition(expr):
             raise error
         location, code, direct = _user_line()
         if not direct and not _empty_test(shape_env, expr):  # an operator's own question: not a branch of the model's

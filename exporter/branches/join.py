@@ -551,7 +551,7 @@ class Joiner:
         if not all(s in check.bindings for s in symbols):
             raise Unjoinable(run, run)
         meta = {k: check.bindings[symbols[0]].meta[k] for k in ("stack_trace", "nn_module_stack") if symbols and k in check.bindings[symbols[0]].meta}
-        expression, symbols, nodes, keypaths = self._symbol_nodes(g, check.fact, symbols, check.bindings, meta, (check.site, None))
+        expression, symbols, nodes, keypaths = self._symbol_nodes(g, check.fact, check.bindings, meta, (check.site, None))
         fact = g.graph.call_function(Predicate(expression, symbols, keypaths), tuple(nodes))
         held = g.graph.call_function(_hold, (fact, f"forward() raises for this input: the other side of {check.site.location}"))
         for node in (fact, held):
@@ -565,23 +565,22 @@ class Joiner:
         if tensor is not None:
             node, negated = tensor
             return self._lookup(g, g.run, node), negated
-        symbols = sorted(decision.expression.free_symbols, key=str)
         expression, symbols, nodes, keypaths = self._symbol_nodes(
-            g, decision.expression, symbols, decision.bindings, meta, (decision.site, decision.code)
+            g, decision.expression, decision.bindings, meta, (decision.site, decision.code)
         )
         node = g.graph.call_function(Predicate(expression, symbols, keypaths), tuple(nodes))
         node.meta.update(meta)
         return node, False
 
     def _symbol_nodes(
-        self, g: _Graph, expression: sympy.Basic, symbols: list, bindings: dict, meta: dict, asker: tuple
+        self, g: _Graph, expression: sympy.Basic, bindings: dict, meta: dict, asker: tuple
     ) -> tuple[sympy.Basic, list, list, list]:
         """``expression`` over values ``g`` can read: the expression (rewritten where a symbol
         is read through a size that is an expression of it), its symbols, the nodes of ``g``
         that give each symbol's value, and the keypath into each.  ``asker``, the site and
         code that ask, names the line where no value gives a symbol (``Unread``)."""
         nodes, keypaths, read = [], [], []
-        for symbol in symbols:
+        for symbol in sorted(expression.free_symbols, key=str):
             if symbol not in expression.free_symbols:
                 continue  # read through a size that also gave an earlier symbol's part
             binding = bindings[symbol]

@@ -8,7 +8,6 @@ import traceback
 from collections.abc import Iterator
 from types import FrameType
 
-import sympy
 import torch
 import torch.utils._pytree as pytree
 
@@ -20,6 +19,7 @@ from .._torch_internals import (
     GuardOnDataDependentSymNode,
     OpOverload,
     UnsupportedOperatorException,
+    is_condition,
     op_implementation_dirs,
 )
 from .preserve import module_preserved, state_bytes, state_values_restored
@@ -125,12 +125,8 @@ def needed_a_data_sized_value(error: BaseException) -> bool:
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
         if isinstance(cause, GuardOnDataDependentSymNode):
-            # a float the data decides carries no assumptions: a question that is no bool asks for it
-            cond = cause.cond
-            truth = getattr(cond, "is_Relational", False) or isinstance(
-                cond, (sympy.logic.boolalg.BooleanFunction, sympy.logic.boolalg.BooleanAtom)
-            )
-            number = bool(getattr(cond, "is_integer", False)) or not truth
+            # a float the data decides carries no assumptions: a question that is no condition asks for it
+            number = bool(getattr(cause.cond, "is_integer", False)) or not is_condition(cause.cond)
             return number and _op_reading_a_size(cause) is None
         cause = cause.__cause__ or cause.__context__
     return False

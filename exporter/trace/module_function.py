@@ -255,10 +255,10 @@ def _replaced(label: str, index: int, old: torch.Tensor, new: torch.Tensor) -> N
     placeholders = [n for n in node.graph.nodes if n.op == "placeholder"] if node is not None else []
     if node is not None and index < len(placeholders) and _reaches(node, placeholders[index]):
         _replacement_error(label, old, new)
-    data_sized = "?" in _layout(new)
+    layout = _layout(new)
     message = (
-        f"forward() replaced {label} {_layout(old)} with {_layout(new)}"
-        + (" (? is a size only the data decides)" if data_sized else "")
+        f"forward() replaced {label} {_layout(old)} with {layout}"
+        + (" (? is a size only the data decides)" if "?" in layout else "")
         + "; the program computes the new value "
         "where forward uses it but does not write it back: the buffer keeps its shape and value, and each "
         "call computes the new value again"

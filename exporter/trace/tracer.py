@@ -21,7 +21,7 @@ import torch
 
 from .._dims import DynamicPlan
 from .._errors import Category, ExportError, TraceError
-from .._ir import graph_modules
+from .._ir import graph_modules, is_library_frame
 from .._state import ExportState
 from .._torch_internals import (
     FakeTensorMode,
@@ -198,16 +198,16 @@ class PythonSemantics:
 
 def int_module_at(location: str | None) -> str | None:
     """The name of the module whose source line ``location`` (``path:line``) calls ``int``,
-    when that module may take ``SymbolicInt`` (not torch's own, and using the name ``int``
-    only in ways it keeps); else None."""
+    when that module may take ``SymbolicInt`` (not torch's, exporter's or the standard
+    library's, and using the name ``int`` only in ways it keeps); else None."""
     if not location or ":" not in location:
         return None
     path, _, line = location.rpartition(":")
-    if not line.isdigit() or not re.search(r"(?<![\w.])int\s*\(", linecache.getline(path, int(line))):
+    if not line.isdigit() or is_library_frame(path):
+        return None
+    if not re.search(r"(?<![\w.])int\s*\(", linecache.getline(path, int(line))):
         return None
     real = os.path.realpath(path)
-    if real.startswith(os.path.dirname(os.path.realpath(torch.__file__)) + os.sep):
-        return None
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
         if file and os.path.realpath(file) == real:

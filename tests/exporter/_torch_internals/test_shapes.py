@@ -41,3 +41,15 @@ def test_source_helpers_make_the_sources_shape_env_makes():
     assert base == ConstantSource("x") and base.name == "x"
     size = internals.size_source(base, 1)
     assert size == TensorPropertySource(base, TensorProperty.SIZE, 1) and size.name == "x.size()[1]"
+
+
+def test_a_condition_is_a_comparison_or_a_logical_combination_of_them_not_a_number():
+    import sympy
+
+    from exporter._torch_internals import is_condition
+
+    u0, u1, zuf0 = sympy.symbols("u0 u1 zuf0")
+    assert is_condition(sympy.Gt(u0, 2)) and is_condition(sympy.And(sympy.Eq(u0, 0), sympy.Lt(u1, 3)))
+    assert is_condition(sympy.Not(sympy.Eq(u0, 1)))
+    assert not is_condition(u0) and not is_condition(zuf0) and not is_condition(u0 + 2 * u1)
+    assert not is_condition(sympy.And(u0, u1))  # of symbols sympy takes for Booleans: numbers here
