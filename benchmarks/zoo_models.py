@@ -148,9 +148,9 @@ class Built:
     note: str = ""
     """How the inputs were chosen when it is worth knowing (e.g. text-only inputs of a VLM)."""
     weights: tuple[tuple[str, dict[str, torch.Tensor]], ...] = ()
-    """Other weights that may send the program's decisions another way, each with what was
-    changed (a detector's class scores lowered until it finds nothing): parameters are inputs
-    of the program too."""
+    """Other weights that may send the program's decisions another way: what was changed (a
+    detector's class scores lowered until it finds nothing) and the changed weights by name,
+    the rest the model's own. Parameters are inputs of the program too."""
 
 
 @functools.cache

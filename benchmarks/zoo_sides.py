@@ -140,7 +140,7 @@ def other_sides(
 ) -> Sides | None:
     """Hold ``program`` to eager on every generated input that takes another side of one of
     its conds, and on the example with each of ``weights`` (what was changed, the changed
-    weights by name); None for a program without conds."""
+    weights by name, the rest the model's own); None for a program without conds."""
     conds = conds_in(program)
     if not conds:
         return None
@@ -148,9 +148,8 @@ def other_sides(
     module = program.module()
     runs = [(how, changed, lambda kw: model(**kw), module) for how, changed in candidates(kwargs, getattr(model, "config", None))]
     for how, state in weights:
-        changed_weights = {k: v for k, v in state.items() if not torch.equal(v, model.state_dict()[k])}
         eager = functools.partial(torch.func.functional_call, model, state, ())  # takes the kwargs dict
-        runs.append((how, kwargs, eager, _with_weights(module, changed_weights)))
+        runs.append((how, kwargs, eager, _with_weights(module, state)))
     with torch.no_grad():
         _, example = decisions_taken(module, kwargs)
         for how, changed, run_eager, run_program in runs:

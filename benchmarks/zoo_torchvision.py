@@ -144,17 +144,23 @@ def _quiet(model: torch.nn.Module) -> tuple[tuple[str, dict[str, torch.Tensor]],
     """A detector's weights with its class scores lowered far below its score threshold, so
     it finds nothing in any image: its NMS steps then take their empty side, which random
     weights on random images never do.  Empty for a model that is not a detector."""
-    state = {k: v.clone() for k, v in model.state_dict().items()}
+    own = model.state_dict()
+    state: dict[str, torch.Tensor] = {}  # the biases changed, by name
+
+    def changed(name: str) -> torch.Tensor:
+        state[name] = own[name].clone()
+        return state[name]
+
     if hasattr(model, "roi_heads"):  # Faster, Mask and Keypoint R-CNN: softmax, background first
-        state["roi_heads.box_predictor.cls_score.bias"][0] += 100
+        changed("roi_heads.box_predictor.cls_score.bias")[0] += 100
     elif hasattr(getattr(getattr(model, "head", None), "classification_head", None), "cls_logits"):
-        state["head.classification_head.cls_logits.bias"] -= 100  # RetinaNet, FCOS: a sigmoid per class
+        changed("head.classification_head.cls_logits.bias").sub_(100)  # RetinaNet, FCOS: a sigmoid per class
     elif hasattr(getattr(getattr(model, "head", None), "classification_head", None), "num_columns"):
         head = model.head.classification_head  # SSD, SSDlite: softmax over num_columns, background first
         for k, block in enumerate(head.module_list):
             name = [n for n, m in block.named_modules() if isinstance(m, torch.nn.Conv2d)][-1]  # the scores' conv
             conv = f"head.classification_head.module_list.{k}" + (f".{name}" if name else "")
-            state[f"{conv}.bias"].view(-1, head.num_columns)[:, 0] += 100
+            changed(f"{conv}.bias").view(-1, head.num_columns)[:, 0] += 100
     else:
         return ()
     return (("class scores lowered (no detections)", state),)
