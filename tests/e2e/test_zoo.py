@@ -176,6 +176,27 @@ def test_other_weights_hold_the_program_to_eager_where_no_input_takes_the_other_
     assert sides.mismatch is not None and sides.mismatch.startswith("score lowered")
 
 
+class _NestedGate(torch.nn.Module):
+    """A branch inside another's side: only the inner one goes the other way on a changed input."""
+
+    def forward(self, x):
+        if x.abs().sum() >= 0:  # every input: the outer cond always takes this side
+            if x[0] > 0:
+                return x * 2
+            return x - 1
+        return x
+
+
+def test_a_cond_inside_the_side_taken_counts_when_it_goes_the_other_way(zoo):
+    model, kwargs = _NestedGate(), {"x": torch.rand(4) + 0.5}
+    program = exporter.export(model, (), kwargs)
+    _, taken = zoo.zoo_sides.decisions_taken(program.module(), kwargs)
+    _, negated = zoo.zoo_sides.decisions_taken(program.module(), {"x": -kwargs["x"]})
+    assert taken[0] == negated[0] and taken != negated  # the outer the same, the inner not
+    sides = zoo.zoo_sides.other_sides(model, kwargs, program, zoo.compare)
+    assert sides.conds == 1 and sides.other >= 1 and sides.mismatch is None
+
+
 def test_a_program_without_conds_has_no_other_side(zoo):
     built = zoo.zoo_models.build("bert", "BertModel")
     result = zoo.run_tool("exporter", built, {})
