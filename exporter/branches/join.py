@@ -268,6 +268,10 @@ class Joiner:
             self._copy(body, node)
         body.graph.output(tuple(self._lookup(body, run, it.carried[x]) for x in carried))
         operands = [self._lookup(g, r, n) for r, n in body.externals]
+        inside = _placeholders(body.graph)
+        operands[len(carried):] = [
+            _tensor_operand(g.graph, value, [inside[k]]) for k, value in enumerate(operands[len(carried):], len(carried))
+        ]
         meta = {k: it.first[0].meta[k] for k in ("stack_trace", "nn_module_stack") if k in it.first[0].meta}
         tensor = next(k for k, (_, n) in enumerate(body.externals) if n is it.tensor)
         names = []
@@ -515,11 +519,14 @@ class Joiner:
         # a result with a data-decided size inside another dimension leaves the cond with that
         # dimension outermost, so that no stride holds the size
         outermost = [_data_sized_dim(pair) for pair in zip(*results)]
+        # a float or bool the data decides leaves the cond as a 0-d tensor, read back after it
+        scalar = [_scalar_dtype(pair) for pair in zip(*results)]
         for side, values in zip(sides, results):
             side.graph.output(tuple(
-                _outermost(side.graph, v, d) if d is not None
+                _scalar_tensor(side.graph, v, t) if t is not None
+                else _outermost(side.graph, v, d) if d is not None
                 else _contiguous(side.graph, v) if copy else _not_aliasing(side.graph, v)
-                for v, copy, d in zip(values, contiguous, outermost)
+                for v, copy, d, t in zip(values, contiguous, outermost, scalar)
             ))
         try:
             operands = _unite(self, g, sides)
@@ -542,6 +549,9 @@ class Joiner:
             item.meta.update(meta)
             if outermost[k] is not None:
                 item = _back_in_place(g.graph, item, outermost[k], x.meta["val"].dim(), meta)
+            if scalar[k] is not None:
+                item = g.graph.call_function(torch.ops.aten._local_scalar_dense.default, (item,))
+                item.meta.update(meta)
             if isinstance(x, torch.fx.Node):
                 g.env[x] = item
 
@@ -863,7 +873,49 @@ def _unite(joiner: Joiner, g: _Graph, sides: list[_Graph]) -> list[torch.fx.Node
         for placeholder, value in zip(old, mine):
             placeholder.replace_all_uses_with(fresh[operands.index(value)])
             side.graph.erase_node(placeholder)
-    return operands
+    return [_tensor_operand(g.graph, value, [_placeholders(side.graph)[k] for side in sides]) for k, value in enumerate(operands)]
+
+
+_SCALAR_DTYPES = {torch.SymFloat: torch.float64, torch.SymBool: torch.bool}
+"""torch.cond and torch.while_loop take tensors, ints and SymInts as operands: a float or
+bool the data decides crosses as a 0-d tensor of this dtype (float64 holds a Python float
+exactly)."""
+
+
+def _scalar_dtype(values: tuple) -> torch.dtype | None:
+    """The dtype a branch result crosses torch.cond as when it is a float or bool the data
+    decides on either side (cond's results are tensors), else None."""
+    for v in values:
+        value = v.meta.get("val") if isinstance(v, torch.fx.Node) else v
+        if type(value) in _SCALAR_DTYPES:
+            return _SCALAR_DTYPES[type(value)]
+    return None
+
+
+def _scalar_tensor(graph: torch.fx.Graph, value: Any, dtype: torch.dtype) -> torch.fx.Node:
+    """A 0-d tensor of ``value`` (a node or a plain number), made where ``value`` is."""
+    tensor = graph.call_function(torch.ops.aten.scalar_tensor.default, (value,), {"dtype": dtype})
+    if isinstance(value, torch.fx.Node):
+        tensor.meta.update({k: value.meta[k] for k in ("stack_trace", "nn_module_stack") if k in value.meta})
+    return tensor
+
+
+def _tensor_operand(graph: torch.fx.Graph, value: torch.fx.Node, placeholders: list[torch.fx.Node]) -> torch.fx.Node:
+    """``value`` as an operand the control-flow op takes: itself, or for a data-decided float
+    or bool a 0-d tensor made in ``graph`` that each of ``placeholders`` (the operand inside a
+    branch or body) reads back with ``.item()``."""
+    dtype = _SCALAR_DTYPES.get(type(value.meta.get("val")))
+    if dtype is None:
+        return value
+    tensor = _scalar_tensor(graph, value, dtype)
+    for placeholder in placeholders:
+        inner = placeholder.graph
+        with inner.inserting_after(_placeholders(inner)[-1]):
+            item = inner.call_function(torch.ops.aten._local_scalar_dense.default, (placeholder,))
+        placeholder.replace_all_uses_with(item, delete_user_cb=lambda user, item=item: user is not item)
+        item.meta = dict(placeholder.meta)
+        placeholder.meta = dict(tensor.meta)
+    return tensor
 
 
 def _mark(g: _Graph) -> tuple[int, dict, int]:

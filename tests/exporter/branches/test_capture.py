@@ -206,6 +206,17 @@ class NormOfTheSelectedRows(nn.Module):
         return self.norm(x[x.sum(1) > 0]).sum(0)
 
 
+class ScaledToItsPeak(nn.Module):
+    """A float read with ``.item()``, used on both sides and handed on by one: it crosses the
+    cond (which takes tensors and ints) as a 0-d tensor."""
+
+    def forward(self, x):
+        peak = x.abs().max().item()
+        if peak > 1.0:
+            return x / peak, peak * 2
+        return x * peak, peak
+
+
 def _x(*shape, sign=1.0):
     return sign * (torch.rand(*shape) + 0.1)
 
@@ -237,6 +248,9 @@ CASES = {
     ),
     "an operator's empty-input path": (
         NormOfTheSelectedRows, (torch.randn(4, 8),), [(_x(4, 8, sign=-1),), (torch.randn(4, 8),), (_x(4, 8),)], 1,
+    ),
+    "a float read with .item()": (
+        ScaledToItsPeak, (_x(4, 8) + 1,), [(_x(4, 8) * 0.4,), (_x(4, 8, sign=-1) * 3,), (torch.zeros(4, 8),)], 1,
     ),
     "count of an input's entries": (
         CountOfAnInputsEntries, (torch.tensor([2.0, 3.0, 5.0]),), [(torch.tensor([2.0, 0.0, 5.0]),), (torch.tensor([1.0, 1.0, 1.0]),)], 1,
@@ -547,7 +561,9 @@ def test_the_program_matches_torch_exports_own_cond_program():
     assert _conds(ours) == _conds(theirs) == 1
 
 
-@pytest.mark.parametrize("name", ["nested", "empty selection", "buffer written on one side", "a side's result padded to a data-sized length"])
+@pytest.mark.parametrize("name", [
+    "nested", "empty selection", "buffer written on one side", "a side's result padded to a data-sized length", "a float read with .item()",
+])
 def test_the_program_saves_loads_and_decomposes(name):
     make, example, others, _ = CASES[name]
     model = make().eval()
