@@ -190,7 +190,9 @@ def compare(run: Any, loop: Loop, constant: Any) -> Iterations:
             n not in spanned or n in hoisted for n in node.all_input_nodes
         ) and not node.meta.get("unbacked_bindings"):
             hoisted.append(node)
-    kept = set(hoisted)
+    # functionalization remakes a view written through where it is next read, or on its
+    # next write, so the steps differ in such views that nothing reads: they are left out
+    kept = set(hoisted) | {n for n in span if not n.users and not n.is_impure() and n not in marks}
     first = [n for n in run.nodes[start + 1 : middle + 1] if n not in kept]
     second = [n for n in run.nodes[middle + 1 : end + 1] if n not in kept]
     if len(first) != len(second):
@@ -227,7 +229,7 @@ def compare(run: Any, loop: Loop, constant: Any) -> Iterations:
     if carried.get(counter) is not first[-1] or first[-1] is not marks[1]:
         raise LoopRefused(loop, "its steps are not counted as expected")
     nexts = {second[at_first[y]] for y in carried.values()}
-    later = set(first) | set(second)
+    later = spanned
     for node in first:
         if any(user not in later for user in node.users):
             raise LoopRefused(loop, "a value one iteration made is read after the loop (items collected in a "

@@ -65,6 +65,7 @@ from .python_ops import (
     power,
     tensor_factory,
     tensor_getitem,
+    tensor_setitem,
     tensor_iter,
 )
 from .stacks import user_calls_recorded, user_stack_trace
@@ -558,6 +559,7 @@ _PYTHON_REPLACEMENTS = (
     (builtins, "min", builtin_min),
     (math, "pow", power),
     (torch.Tensor, "__getitem__", tensor_getitem),
+    (torch.Tensor, "__setitem__", tensor_setitem),
     (torch.Tensor, "__iter__", tensor_iter),
     (torch, "tensor", tensor_factory),
 )

@@ -25,6 +25,7 @@ __all__ = [
     "power",
     "tensor_factory",
     "tensor_getitem",
+    "tensor_setitem",
     "tensor_iter",
 ]
 
@@ -130,6 +131,70 @@ def tensor_getitem(real):
         return real(self, index)
 
     return getitem
+
+
+def _put_steps(t: torch.Tensor, items: list[Any]) -> tuple[tuple[Any, ...], list[Any], list[int], list[torch.Tensor]] | None:
+    """For ``t[items] = value`` where some items are 0-d integer tensors the data decides:
+    the basic index the other items give (each such tensor replaced by ``slice(None)``),
+    the shape of the view it selects, the dims of that view the tensors index, and the
+    tensors, each as a 1-element index; None for any other index."""
+    if any(i is Ellipsis for i in items):
+        at = items.index(Ellipsis)
+        if Ellipsis in items[at + 1 :]:
+            return None
+        items = items[:at] + [slice(None)] * (t.dim() - len(items) + 1) + items[at + 1 :]
+    if len(items) > t.dim():
+        return None
+    basic, shape, dims, indices = [], [], [], []
+    for size, item in zip(t.shape, items):
+        if _is_data_valued_index(item):
+            basic.append(slice(None))
+            dims.append(len(shape))
+            shape.append(size)
+            indices.append(item.long().reshape(1))
+        elif isinstance(item, (int, torch.SymInt)) and not isinstance(item, bool):
+            basic.append(item)
+        elif isinstance(item, slice):
+            basic.append(item)
+            if item.start is None and item.stop is None and item.step in (None, 1):
+                shape.append(size)
+            elif all(type(v) in (int, type(None)) for v in (size, item.start, item.stop, item.step)):
+                shape.append(len(range(*item.indices(size))))
+            else:
+                return None
+        else:
+            return None
+    shape.extend(t.shape[len(items) :])
+    return tuple(basic), shape, dims, indices
+
+
+def tensor_setitem(real):
+    """``Tensor.__setitem__`` that writes at a 0-d integer tensor the data decides (``out[i] =
+    v`` for ``i`` an item of ``nonzero`` or ``unique``) with ``index_put_``, where Python
+    indexing would read the index's value; any other index goes to ``real``."""
+
+    def setitem(self, index, value):
+        items = list(index) if isinstance(index, tuple) else [index]
+        found = _put_steps(self, items) if any(_is_data_valued_index(i) for i in items) else None
+        if found is None:
+            return real(self, index, value)
+        basic, shape, dims, indices = found
+        # what eager assigns into: the view without the indexed dims, to which value broadcasts
+        kept = [size for d, size in enumerate(shape) if d not in dims]
+        value = value if isinstance(value, torch.Tensor) else torch.scalar_tensor(value, dtype=self.dtype)
+        value = torch.broadcast_to(value.to(self.dtype), kept)
+        # indexed dims side by side become one dim of size 1 in their place, else in front
+        adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
+        value = value.unsqueeze(dims[0] if adjacent else 0)
+        positions = dict(zip(dims, indices))
+        # the view is made last, just before the write: once the tensor has been written
+        # through a view, functionalization makes a new view only where it is written to,
+        # so each step of a loop makes its ops in one order
+        whole = all(isinstance(i, slice) and i == slice(None) for i in basic)
+        target = self if whole else self[basic]
+        torch.ops.aten.index_put_.default(target, [positions.get(d) for d in range(max(dims) + 1)], value)
+
+    return setitem
 
 
 def tensor_factory(real):

@@ -83,6 +83,18 @@ class ExpertsHit(nn.Module):
         return out
 
 
+class ShareOfThePeak(nn.Module):
+    """Each step reads a float read once before the loop with ``.item()``: it crosses the
+    while_loop (which takes tensors and ints) as a 0-d tensor."""
+
+    def forward(self, scores, labels):
+        peak = scores.max().item()
+        out = torch.zeros_like(scores)
+        for c in torch.unique(labels):
+            out = out + (labels == c) * scores / peak * c
+        return out
+
+
 def _scores(n: int, high: float):
     g = torch.Generator().manual_seed(n + int(high * 10))
     return torch.rand(n, generator=g) * high, torch.randint(0, 5, (n,), generator=g)
@@ -91,6 +103,7 @@ def _scores(n: int, high: float):
 CASES = {
     "a running sum": (SumOfEachClassesBest, _scores(20, 1.0), [_scores(20, 0.4), _scores(20, 0.6), _scores(20, 1.0)]),
     "a mask written in place": (BestOfEachClass, _scores(20, 1.0), [_scores(20, 1.0), _scores(20, 3.0)]),
+    "a float read before the loop": (ShareOfThePeak, _scores(20, 1.0), [_scores(20, 0.4), _scores(20, 3.0)]),
     "rows of nonzero": (
         RowsOfNonzero, (torch.eye(4) * 2,), [(torch.zeros(4, 4),), (torch.eye(4),), (torch.ones(4, 4),)],
     ),
@@ -245,3 +258,39 @@ def test_refuse_mode_fails_at_the_loop_as_torch_export_does():
         exporter.export(SumOfEachClassesBest(), _scores(20, 1.0), branches="refuse")
     assert refused.value.category is Category.DATA_DEPENDENT_CONTROL_FLOW
     assert refused.value.location == _line("classes")
+
+
+class WriteEachClass(nn.Module):
+    """Each step writes at the step's item, as eager indexes with a 0-d tensor (``out[c] =
+    ...``): a whole row, part of one, a column, and two positions side by side."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+
+    def forward(self, x, labels):
+        out = torch.zeros(5, 3, 4)
+        for c in torch.unique(labels):
+            d = (c + 1) % 3
+            if self.how == "row":
+                out[c] = x[0]
+            elif self.how == "part of a row":
+                out[c, :2] = x[0, :2] * c
+            elif self.how == "a column":
+                out[:, 1, c % 4] = x[:, 0, 0]
+            elif self.how == "side by side":
+                out[c, d] += x[1, 0]
+            elif self.how == "apart":
+                out[c, :, d] = 2.5
+        return out
+
+
+@pytest.mark.parametrize("how", ["row", "part of a row", "a column", "side by side", "apart"])
+def test_a_step_that_writes_at_its_item_is_one_while_loop_matching_eager(how):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 3, 4, generator=g)
+    labels = [torch.tensor(v) for v in ([1, 3, 1], [0, 0, 0], [4, 3, 2], [2, 0, 4])]
+    model = WriteEachClass(how)
+    program = exporter.export(model, (x, labels[0]))
+    assert _whiles(program) == 1
+    _matches_eager(program, model, [(torch.randn(5, 3, 4, generator=g), v) for v in labels])

@@ -207,3 +207,26 @@ def test_a_module_that_tests_against_int_keeps_its_own_and_the_export_names_the_
         exporter.export(typed_counts.Counted(), (torch.tensor([1.0, 3.0, 2.0]),))
     assert refused.value.location == f"{tmp_path / 'typed_counts.py'}:5"
     assert "int" not in vars(typed_counts)
+
+
+class WriteAtArgmax(torch.nn.Module):
+    """Writes at positions the data decides, as eager indexes with a 0-d tensor: a row, part
+    of a row, a column added to, and two positions side by side."""
+
+    def forward(self, x):
+        out = torch.zeros(5, 4)
+        out[x.sum(1).argmax(), 1:] = x[0, :3]
+        out[:, x[0].argmin()] += 1.0
+        out[x[:, 0].argmax(), x[1].argmax()] = -2
+        out[..., x[2].argmin()] = x[:, 3]
+        return out
+
+
+def test_a_write_at_a_data_decided_0d_tensor_is_an_index_put_matching_eager():
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(5, 4, generator=g) for _ in range(6)]
+    ep = exporter.export(WriteAtArgmax(), (inputs[0],))
+    assert any(n.target is torch.ops.aten.index_put.default for n in ep.graph.nodes)
+    for x in inputs:
+        torch.testing.assert_close(ep.module()(x), WriteAtArgmax()(x))
+    assert torch.Tensor.__setitem__ is torch._C.TensorBase.__setitem__  # restored
