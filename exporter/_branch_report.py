@@ -9,7 +9,17 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["BranchDecision", "BranchLoop", "BranchReport", "branch_report"]
+__all__ = ["RAISES_HERE", "BranchDecision", "BranchLoop", "BranchReport", "branch_report", "raises_here"]
+
+RAISES_HERE = "forward() raises for this input"
+"""How a program's assert begins where an input takes a side of a decision on which forward
+raises (an input check): the program runs only the other side."""
+
+
+def raises_here(location: str | None, code: str | None) -> str:
+    """The whole message of such an assert, naming the user's line."""
+    line = f" (`{code}`)" if code else ""
+    return f"{RAISES_HERE} at {location or 'an unknown line'}{line}; the program runs only the side that does not"
 
 
 @attrs.frozen

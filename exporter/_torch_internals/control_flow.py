@@ -14,7 +14,7 @@ import torch
 from torch.fx.experimental import proxy_tensor
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-__all__ = ["PYTHON_BRANCH_DIRS", "QUERY_FILES", "assume", "assumed", "assumptions_undone", "asserts_kept_inside", "bound_value", "check_at_run_time", "check_value", "current_module_stack", "evaluate_expression", "forget_pending_symbols", "retrace_graph"]
+__all__ = ["PYTHON_BRANCH_DIRS", "QUERY_FILES", "assume", "assumed", "assumptions_undone", "asserts_kept_inside", "bound_value", "check_at_run_time", "check_value", "current_module_stack", "evaluate_expression", "forget_pending_symbols", "held_checks", "retrace_graph"]
 
 
 def _files() -> tuple[str, ...]:
@@ -142,15 +142,35 @@ def asserts_kept_inside(shape_env: ShapeEnv | None) -> Iterator[None]:
             _forget_answers(shape_env)
 
 
+_HELD = "_exporter_held_checks"
+
+
 def check_at_run_time(shape_env: ShapeEnv, fact: sympy.Basic, message: str) -> None:
     """Take ``fact`` as known and have the program check it when it runs (a runtime assert,
-    as ``torch._check`` adds): where the other way forward goes cannot be traced."""
+    as ``torch._check`` adds): where the other way forward goes cannot be traced.  The
+    program's assert says ``message`` (``held_checks``)."""
     shape_env.guard_or_defer_runtime_assert(fact, message)
+    _remember(shape_env, fact, message)
 
 
 def check_value(fact: Any, message: str) -> None:
-    """``torch._check(fact)``: where ``fact`` is a SymBool, the program asserts it when it runs."""
+    """``torch._check(fact)``: where ``fact`` is a SymBool, the program asserts it when it runs,
+    saying ``message``."""
+    if isinstance(fact, torch.SymBool):  # before the check: its expression reads True after it
+        _remember(fact.node.shape_env, fact.node.expr, message)
     torch._check(fact, lambda: message)
+
+
+def _remember(shape_env: ShapeEnv, fact: sympy.Basic, message: str) -> None:
+    if not hasattr(shape_env, _HELD):
+        setattr(shape_env, _HELD, [])
+    getattr(shape_env, _HELD).append((fact, message))
+
+
+def held_checks(shape_env: ShapeEnv) -> list[tuple[sympy.Basic, str]]:
+    """Each fact checked at run time through ``check_at_run_time`` or ``check_value``, and what
+    its assert should say: torch's runtime asserts name only the expression (``u1 >= 1``)."""
+    return list(getattr(shape_env, _HELD, ()))
 
 
 def forget_pending_symbols(shape_env: ShapeEnv) -> None:

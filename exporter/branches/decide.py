@@ -20,6 +20,7 @@ import attrs
 import sympy
 import torch
 
+from .._branch_report import raises_here
 from .._errors import Category, TraceError
 from .._ir import is_library_frame
 from .._torch_internals import (
@@ -89,6 +90,14 @@ class Check:
     fact: sympy.Basic
     bindings: dict[sympy.Symbol, torch.fx.Node]
     """The node of the run's graph that binds each symbol of ``fact``."""
+    code: str | None = None
+    """The user's source line that asked."""
+
+    @property
+    def message(self) -> str:
+        """What the program's assert says when an input takes the side that raises."""
+        return raises_here(self.site.location, self.code)
+
 
 
 class TooManyDecisions(Exception):
@@ -219,8 +228,9 @@ class Decider:
             if site in self.checked:
                 value = self.checked[site]
                 fact = expr if value else sympy.Not(expr)
-                check_at_run_time(shape_env, fact, f"forward() raises on the other side of `{code}` ({location})")
-                self.checks.append(Check(site, fact, _binding_nodes(graph, set(free_unbacked_symbols(fact)))))
+                check = Check(site, fact, _binding_nodes(graph, set(free_unbacked_symbols(fact))), code)
+                check_at_run_time(shape_env, fact, check.message)
+                self.checks.append(check)
                 return value
             value = self.schedule.get(site, True)
             decision = Decision(

@@ -563,7 +563,7 @@ class Joiner:
         meta = {k: check.bindings[symbols[0]].meta[k] for k in ("stack_trace", "nn_module_stack") if symbols and k in check.bindings[symbols[0]].meta}
         expression, symbols, nodes, keypaths = self._symbol_nodes(g, check.fact, check.bindings, meta, (check.site, None))
         fact = g.graph.call_function(Predicate(expression, symbols, keypaths), tuple(nodes))
-        held = g.graph.call_function(_hold, (fact, f"forward() raises for this input: the other side of {check.site.location}"))
+        held = g.graph.call_function(_hold, (fact, check.message))
         for node in (fact, held):
             node.meta.update(meta)
 

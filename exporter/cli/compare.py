@@ -11,6 +11,7 @@ import attrs
 import torch
 import torch.utils._pytree as pytree
 
+from .._branch_report import RAISES_HERE
 from .._errors import VerificationError
 from ..inputs.containers import leaves_with_paths
 from ..trace.patches import compiler_flags_as_traced
@@ -90,9 +91,10 @@ class Comparison:
         }
 
 
-_REFUSALS = ("Guard failed", "Runtime assertion failed", "Expected input at")
+_REFUSALS = ("Guard failed", "Runtime assertion failed", RAISES_HERE, "Expected input at")
 """How a program's own checks word a refusal: a guard torch recorded while tracing (checked
-by ``ep.module()``), a deferred runtime assert, an input outside the program's ranges."""
+by ``ep.module()``), a deferred runtime assert (one of an input check forward makes says
+so), an input outside the program's ranges."""
 
 
 def _refused(comparison: Comparison) -> bool:

@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+from exporter._torch_internals import check_value
 from exporter.passes import insert_runtime_asserts
 from tests.support import call_targets, traced_state
 
@@ -49,3 +50,22 @@ def test_outputs_keep_naming_sizes_torch_computes_anew():
     assert [s.arg.name for s in ep.graph_signature.output_specs] == [v.name for v in values]
     out, rows = ep.module()(torch.ones(4, 5))
     assert rows == 4 and out.shape == (5,)
+
+
+class HeldByName(torch.nn.Module):
+    def forward(self, x, n):
+        k = n.item()
+        check_value(k >= 2, "k is checked here")  # a fact held with a message of its own
+        torch._check(k <= 6)
+        return x[:k]
+
+
+def test_an_assert_of_a_fact_held_with_a_message_says_it_and_keeps_the_expression():
+    state = traced_state(HeldByName(), (torch.randn(8), torch.tensor(3)), until=insert_runtime_asserts)
+    assert insert_runtime_asserts(state) is True
+    state.gm.recompile()
+    x = torch.randn(8)
+    with pytest.raises(RuntimeError, match=r"^k is checked here \[the program checks u0 >= 2\]$"):
+        state.gm(x, torch.tensor(1))
+    with pytest.raises(RuntimeError, match="Runtime assertion failed for expression u0 <= 6"):  # torch's own
+        state.gm(x, torch.tensor(7))

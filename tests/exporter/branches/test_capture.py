@@ -754,8 +754,10 @@ def test_a_side_that_raises_is_checked_when_the_program_runs(branch_after):
     _matches_eager(program, model, [(torch.rand(3),), (torch.rand(3) + 3,)])
     with pytest.raises(ValueError):
         model(-torch.ones(3))
-    with pytest.raises(RuntimeError, match="Runtime assertion failed"):
+    with pytest.raises(RuntimeError, match="forward\\(\\) raises for this input at ") as refused:
         program.module()(-torch.ones(3))
+    assert _line("input check") in str(refused.value)  # the line, then its code
+    assert "(`if (x < 0).any():  # line-marker: input check`)" in str(refused.value)
 
 
 class ValidatedDistribution(nn.Module):
@@ -780,7 +782,7 @@ def test_a_torch_distributions_argument_check_is_checked_when_the_program_runs()
     invalid = torch.full((2, 5), float("nan"))
     with pytest.raises(ValueError):
         model(invalid)
-    with pytest.raises(RuntimeError, match="Runtime assertion failed|distribution constraint"):
+    with pytest.raises(RuntimeError, match="forward\\(\\) raises for this input at .*distribution|distribution constraint"):
         program.module()(invalid)
 
 
@@ -806,8 +808,9 @@ def test_a_side_that_raises_inside_a_branch_is_checked_on_that_side_only():
     _matches_eager(program, model, [(torch.rand(3),), (-torch.rand(3),), (big,)])
     with pytest.raises(ValueError):
         model(-big)
-    with pytest.raises(RuntimeError, match="Runtime assertion failed"):
+    with pytest.raises(RuntimeError, match="forward\\(\\) raises for this input at ") as refused:
         program.module()(-big)
+    assert _line("check inside a branch") in str(refused.value)
 
 
 class SliceOfAWiderTensor(nn.Module):
