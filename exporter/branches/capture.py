@@ -28,7 +28,7 @@ from .decide import (
     refusal,
 )
 from .join import DataLoop, Joiner, Unread, interpreted
-from .loops import LoopRefused, loop_refusal
+from .loops import LoopRefused, loop_refusal, same_constant
 
 __all__ = ["BRANCH_MODES", "DEFAULT_MAX_RUNS", "capture"]
 
@@ -226,7 +226,7 @@ def _structure_error(first: Run, other: Run) -> TraceError:
     ours, theirs = first.traced.recorded.out_spec, other.traced.recorded.out_spec
     found = (
         f": {_structure(ours)} on one, {_structure(theirs)} on the other" if str(ours) != str(theirs)
-        else " (the values forward writes differ)"
+        else _differing_output(first, other) or " (the values forward writes differ)"
     )
     return TraceError(
         "forward() returns different structures on the two sides of a branch on a tensor's value"
@@ -251,6 +251,31 @@ def _unread_error(site: Any, code: str | None) -> TraceError:
     )
 
 
+def _differing_output(first: Run, other: Run) -> str | None:
+    """Where the two runs return a tensor at one place of the same structure and a constant
+    at the other (``None``, a number), or two different constants: the first such output."""
+    outputs = []
+    for run in (first, other):
+        node = next((n for n in reversed(run.traced.gm.graph.nodes) if n.op == "output"), None)
+        values = node.args[0] if node is not None else ()
+        outputs.append(list(values)[len(run.traced.recorded.mutated):] if isinstance(values, (list, tuple)) else [values])
+    ours, theirs = outputs
+    if len(ours) != len(theirs):
+        return None
+    for k, (x, y) in enumerate(zip(ours, theirs)):
+        if isinstance(x, torch.fx.Node) and isinstance(y, torch.fx.Node):
+            continue
+        if isinstance(x, torch.fx.Node) or isinstance(y, torch.fx.Node) or not same_constant(x, y):
+            return f": output {k} is {_kind(x)} on one side and {_kind(y)} on the other"
+    return None
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, torch.fx.Node):
+        return "a tensor" if isinstance(value.meta.get("val"), torch.Tensor) else "a value the data decides"
+    return repr(value)
+
+
 def _structure(spec: Any) -> str:
     """A pytree structure in words: ``a tensor``, ``a tuple of 2``, ``a dict with keys a, b``."""
     if spec is None or spec.is_leaf():
@@ -268,10 +293,14 @@ def _loop_error(decision: Any) -> TraceError:
 def _join_error(joiner: Joiner, error: TraceError) -> TraceError:
     """A join torch.cond refuses (branches whose outputs it cannot merge), named at the decision."""
     decision = joiner.decisions[-1][0] if joiner.decisions else None
+    # torch.cond's own words, not the trace's account of them ("the model raised ..."): the
+    # joined graph raised, not the model
+    cause = error.__cause__
+    said = " ".join(str(cause).split("\n\n")[0].split()) if cause is not None and str(cause) else error.message
     return TraceError(
         "the two sides of a branch on a tensor's value cannot be one program"
         + (f" (`{decision.code}`)" if decision and decision.code else "")
-        + f": torch.cond refuses them: {error.message}",
+        + f": torch.cond refuses them: {said}",
         category=Category.BRANCH_CAPTURE,
         location=decision.site.location if decision else error.location,
         hint="make both sides return tensors of the same dtype and rank (shapes may differ in size), "

@@ -621,6 +621,13 @@ class DifferentDtypes(nn.Module):
         return x
 
 
+class NoneOnOneSide(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # line-marker: none
+            return x, None
+        return x, x * 2
+
+
 class DifferentSizes(nn.Module):
     def forward(self, x):
         if x.sum() > 0:
@@ -653,7 +660,8 @@ def test_sides_of_different_layouts_join_as_contiguous_copies():
     [
         (DifferentStructures, "structures", r"returns different structures .*: a tuple of 2 on one, one value on the other"),
         (DifferentRanks, "ranks", r"cannot be one program .*expected same dim but got 1 and 2"),
-        (DifferentDtypes, "dtypes", r"cannot be one program .*expected same dtype"),
+        (DifferentDtypes, "dtypes", r"cannot be one program .*torch.cond refuses them: When merging .*expected same dtype"),
+        (NoneOnOneSide, "none", r"returns different structures .*: output 1 is None on one side and a tensor on the other\n"),
     ],
 )
 def test_sides_torch_cond_cannot_join_are_refused_at_the_line(model, marker, match):
