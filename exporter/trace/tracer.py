@@ -253,6 +253,9 @@ def _trace_once(request: _Request, kind: str, *, by_recorder: bool = False) -> _
     fake_mode.shape_env.decider = r.decider
     if r.world is not None:  # a try abandoned in this world leaves no symbol for this one to bind
         forget_pending_symbols(fake_mode.shape_env)
+        # and the inputs' ``.item()``, ``nonzero`` and ``unique`` give this trace symbols of its
+        # own, which it binds, not the ones an earlier trace took (and decided) for them
+        fake_mode.epoch += 1
     if r.decider is not None:
         r.decider.reset()
         # the recorder hands a run that branches on data to make_fx, whose graph is the one joined

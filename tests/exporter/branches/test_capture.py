@@ -217,6 +217,19 @@ class ScaledToItsPeak(nn.Module):
         return x * peak, peak
 
 
+class ModeOfAnInput(nn.Module):
+    """An input's ``.item()`` tested twice (``if``/``elif``): every run reads it afresh, so the
+    run that takes the first test's other side asks the second too."""
+
+    def forward(self, mode, x):
+        m = mode.item()
+        if m == 0:
+            return x + 1
+        elif m == 1:
+            return x * 2
+        return x - 3
+
+
 def _x(*shape, sign=1.0):
     return sign * (torch.rand(*shape) + 0.1)
 
@@ -251,6 +264,9 @@ CASES = {
     ),
     "a float read with .item()": (
         ScaledToItsPeak, (_x(4, 8) + 1,), [(_x(4, 8) * 0.4,), (_x(4, 8, sign=-1) * 3,), (torch.zeros(4, 8),)], 1,
+    ),
+    "an input's .item() tested twice": (
+        ModeOfAnInput, (torch.tensor([2]), torch.ones(3)), [(torch.tensor([v]), torch.randn(3)) for v in (0, 1, 2, 7, -1)], 2,
     ),
     "count of an input's entries": (
         CountOfAnInputsEntries, (torch.tensor([2.0, 3.0, 5.0]),), [(torch.tensor([2.0, 0.0, 5.0]),), (torch.tensor([1.0, 1.0, 1.0]),)], 1,
