@@ -28,7 +28,7 @@ from .decide import (
     refusal,
 )
 from .join import DataLoop, Joiner, Unread, interpreted
-from .loops import LoopRefused, loop_refusal, same_constant
+from .loops import WITNESS_STEPS, LoopRefused, after_loops_differ, loop_refusal, same_constant
 
 __all__ = ["BRANCH_MODES", "DEFAULT_MAX_RUNS", "capture"]
 
@@ -183,6 +183,7 @@ def capture(
     else:
         raise _parted_error(None)
     _check_structures(runs)
+    _witness_loops(request, runs, checked, max_runs)
     recorded = Recorded(
         out_spec=base.traced.recorded.out_spec,
         mutated=list(joiner.universe),
@@ -197,6 +198,39 @@ def capture(
     state = tracer.finish(request, traced)
     state.branch_report = attrs.evolve(_report(joiner, base, runs), checked=_checked_lines(checked))
     return state
+
+
+def _witness_loops(request: Any, runs: dict[frozenset, Run], checked: dict[Site, bool], max_runs: int) -> None:
+    """Trace once more each run that first goes round a loop, going round it more often, and
+    refuse the loop where forward outside the loops then differs (``after_loops_differ``):
+    the program would go on as after two steps, whatever the count."""
+    seen: set[Site] = set()
+    for run in list(runs.values()):
+        loops = [loop for loop in getattr(run, "loops", ()) if loop.site not in seen]
+        if not loops:
+            continue
+        seen.update(loop.site for loop in run.loops)
+        for steps in WITNESS_STEPS:
+            decider = Decider(run.schedule, limit=max_runs - 1, checked=checked, steps=steps)
+            try:
+                traced = tracer.run(request, decider)
+            except (TraceError, TooManyDecisions) as error:
+                stopped = next((loop for loop in decider.loops if not loop.finished), None)
+                why = (
+                    "it stops after a number of steps Python counts (a break after some steps, enumerate's count, zip "
+                    "with a range, islice)" if stopped is not None
+                    else f"forward fails where it goes round {steps} time(s) ({getattr(error, 'message', error)})"
+                )
+                raise loop_refusal(loops[0] if stopped is None else _same_site(run, stopped), why) from error
+            witness = Run(traced, list(decider.decisions), dict(run.schedule), decider.calls.of_node)
+            witness.loops = list(decider.loops)
+            differs = after_loops_differ(run, witness)
+            if differs is not None:
+                raise loop_refusal(*differs)
+
+
+def _same_site(run: Run, loop: Any) -> Any:
+    return next((mine for mine in run.loops if mine.site == loop.site), loop)
 
 
 def _join(base: Run, run_of: Any, runs: dict[frozenset, Run]) -> tuple[Joiner, torch.fx.GraphModule]:

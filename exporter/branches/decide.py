@@ -172,8 +172,13 @@ class Decider:
     """Answers a run's data-dependent booleans from ``schedule`` (site -> value; True where the
     schedule is silent) and records each ``Decision``."""
 
-    def __init__(self, schedule: dict[Site, bool] | None = None, *, limit: int = 32, checked: dict[Site, bool] | None = None) -> None:
+    def __init__(
+        self, schedule: dict[Site, bool] | None = None, *, limit: int = 32, checked: dict[Site, bool] | None = None,
+        steps: int = DataLoop.STEPS,
+    ) -> None:
         self.schedule = dict(schedule or {})
+        self.steps = steps
+        """How many times the run goes round each loop over a data-sized tensor."""
         self.checked = dict(checked or {})
         """Sites whose other side raises: held to this value and checked when the program runs."""
         self.limit = limit
@@ -260,7 +265,7 @@ class Decider:
         module = stack[-1] if stack else ""
         loop = Loop(self._next_site(module, location), code)
         self.loops.append(loop)
-        return DataLoop(tensor, loop, lambda: _anchor(traced_graph()))
+        return DataLoop(tensor, loop, lambda: _anchor(traced_graph()), self.steps)
 
     def _next_site(self, module: str, location: str | None) -> Site:
         """The site of the next question this line asks in this module call (its occurrence

@@ -30,7 +30,7 @@ import torch.utils._pytree as pytree
 from .._errors import Category, TraceError
 from .._torch_internals import asserts_kept_inside
 
-__all__ = ["DataLoop", "Loop", "LoopBody", "LoopCondition", "LoopRefused", "loop_refusal", "operands_shape_env", "same_constant", "while_loop"]
+__all__ = ["WITNESS_STEPS", "DataLoop", "Loop", "after_loops_differ", "LoopBody", "LoopCondition", "LoopRefused", "loop_refusal", "operands_shape_env", "same_constant", "while_loop"]
 
 
 @attrs.define(eq=False)
@@ -73,8 +73,8 @@ class DataLoop:
 
     STEPS = 2
 
-    def __init__(self, tensor: torch.Tensor, loop: Loop, anchor: Any) -> None:
-        self.tensor, self.loop, self._anchor = tensor, loop, anchor
+    def __init__(self, tensor: torch.Tensor, loop: Loop, anchor: Any, steps: int = STEPS) -> None:
+        self.tensor, self.loop, self._anchor, self.steps = tensor, loop, anchor, steps
         self.counter = torch.zeros((), dtype=torch.long, device=tensor.device)
         loop.counter.append(anchor())
         self.taken = 0
@@ -86,7 +86,7 @@ class DataLoop:
         if self.taken:
             self.counter = self.counter + 1
             self.loop.counter.append(self._anchor())
-        if self.taken == self.STEPS:
+        if self.taken == self.steps:
             self.loop.finished = True
             raise StopIteration
         self.taken += 1
@@ -142,6 +142,66 @@ def while_loop(condition: LoopCondition, body: LoopBody, carried: tuple, additio
 while_loop.__name__ = "while_loop"
 
 
+WITNESS_STEPS = (1, 4)
+"""How many times each witness run goes round each loop (``after_loops_differ``): once,
+where Python tests for a single step (``if count == 1``), and more often than the two
+steps of a run, where it stops after a few (``islice(rows, 3)``)."""
+
+
+def after_loops_differ(run: Any, witness: Any) -> tuple[Loop, str] | None:
+    """Where forward outside its loops differs between ``run`` and ``witness``, the same run
+    of forward going round each loop another number of times (``WITNESS_STEPS``): the loop before the first
+    difference and why; None where they agree.  The program goes round as often as the data
+    says, so forward may not depend on the count in Python (a counter, a list's length, an
+    attribute changed each step, a ``break`` after some steps), which no graph shows."""
+    for loop in witness.loops:
+        if not loop.finished:
+            mine = next((m for m in run.loops if m.site == loop.site), loop)
+            return mine, "it stops after a number of steps Python counts (a break after some steps, enumerate's count, zip with a range, islice)"
+    ours, theirs = _outside_loops(run), _outside_loops(witness)
+    for k, (x, y) in enumerate(zip(ours, theirs)):
+        if x.op != y.op or (x.op != "get_attr" and x.target != y.target) or not _same_leaves(run, x, witness, y):
+            return _loop_before(run, x), _COUNTED
+    if len(ours) != len(theirs):
+        return run.loops[-1], _COUNTED
+    return None
+
+
+_COUNTED = (
+    "what forward does after it depends on how many times it goes round (a count, a list's length or an "
+    "attribute Python changes at each step)"
+)
+
+
+def _outside_loops(run: Any) -> list[torch.fx.Node]:
+    """``run``'s nodes outside its loops' steps, in order."""
+    inside: set[int] = set()
+    for loop in run.loops:
+        marks = [run.index[m] for m in loop.counter if m in run.index]
+        if marks:
+            inside.update(range(marks[0] + 1, marks[-1] + 1))
+    return [n for i, n in enumerate(run.nodes) if i not in inside]
+
+
+def _same_leaves(run: Any, x: torch.fx.Node, witness: Any, y: torch.fx.Node) -> bool:
+    if x.op == "get_attr":
+        return same_constant(run.constant(x), witness.constant(y))
+    xs, xspec = pytree.tree_flatten((x.args, x.kwargs))
+    ys, yspec = pytree.tree_flatten((y.args, y.kwargs))
+    if xspec != yspec:
+        return False
+    return all(
+        isinstance(a, torch.fx.Node) == isinstance(b, torch.fx.Node) and (isinstance(a, torch.fx.Node) or same_constant(a, b))
+        for a, b in zip(xs, ys)
+    )
+
+
+def _loop_before(run: Any, node: torch.fx.Node) -> Loop:
+    at = run.index[node]
+    before = [loop for loop in run.loops if loop.counter and loop.counter[0] in run.index and run.index[loop.counter[0]] < at]
+    return before[-1] if before else run.loops[0]
+
+
 def same_constant(x: Any, y: Any) -> bool:
     """Whether two constants a graph reads (an attribute's tensor, an argument) are the same
     value: same type, equal (NaN equal to NaN), a tensor of the same shape, dtype and values."""
@@ -176,7 +236,21 @@ class Iterations:
 
 def compare(run: Any, loop: Loop, constant: Any) -> Iterations:
     """Split the loop's span of ``run`` into its two iterations and find what they carry.
-    ``constant(node)`` reads a get_attr node's value.  Raises ``LoopRefused``."""
+    ``constant(node)`` reads a get_attr node's value.  Raises ``LoopRefused``.
+
+    Functionalization remakes a view written through where it is next read, or on its next
+    write: the steps of a loop that writes through a view may then differ in views that
+    nothing reads.  Where the steps as traced differ, they are compared again without those."""
+    try:
+        return _compare(run, loop, constant, unread_views=True)
+    except LoopRefused as as_traced:
+        try:
+            return _compare(run, loop, constant, unread_views=False)
+        except LoopRefused:
+            raise as_traced from None
+
+
+def _compare(run: Any, loop: Loop, constant: Any, unread_views: bool) -> Iterations:
     index = run.index
     marks = loop.counter
     if not loop.finished or len(marks) != 3 or any(m not in index for m in marks) or any(i not in index for i in loop.items):
@@ -190,9 +264,9 @@ def compare(run: Any, loop: Loop, constant: Any) -> Iterations:
             n not in spanned or n in hoisted for n in node.all_input_nodes
         ) and not node.meta.get("unbacked_bindings"):
             hoisted.append(node)
-    # functionalization remakes a view written through where it is next read, or on its
-    # next write, so the steps differ in such views that nothing reads: they are left out
-    kept = set(hoisted) | {n for n in span if not n.users and not n.is_impure() and n not in marks}
+    kept = set(hoisted)
+    if not unread_views:
+        kept |= {n for n in span if not n.users and not n.is_impure() and n not in marks}
     first = [n for n in run.nodes[start + 1 : middle + 1] if n not in kept]
     second = [n for n in run.nodes[middle + 1 : end + 1] if n not in kept]
     if len(first) != len(second):

@@ -4,6 +4,7 @@ inside a captured branch, and what cannot be one loop is refused naming the line
 
 from __future__ import annotations
 
+import copy
 import io
 
 import pytest
@@ -294,3 +295,97 @@ def test_a_step_that_writes_at_its_item_is_one_while_loop_matching_eager(how):
     program = exporter.export(model, (x, labels[0]))
     assert _whiles(program) == 1
     _matches_eager(program, model, [(torch.randn(5, 3, 4, generator=g), v) for v in labels])
+
+
+class CountsTheClasses(nn.Module):
+    """Python state changed at each step and read after the loop: the count the program would
+    need is the data's, but a trace sees only the steps it took."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how, self.steps = how, 0
+
+    def forward(self, x, labels):
+        total, count, seen = x.new_zeros(()), 0, []
+        for c in torch.unique(labels):  # line-marker: counted
+            total = total + x[labels == c].sum()
+            count += 1
+            seen.append(c)
+            self.steps += 1
+        if self.how == "a count":
+            return total / count
+        if self.how == "a list's length":
+            return total * len(seen)
+        if self.how == "a count tested":
+            return total if count == 1 else -total
+        return total * self.steps  # an attribute
+
+
+@pytest.mark.parametrize("how", ["a count", "a list's length", "a count tested", "an attribute"])
+def test_a_loop_whose_count_python_reads_afterwards_is_refused(how):
+    model = CountsTheClasses(how)
+    with pytest.raises(exporter.TraceError, match="depends on how many times it goes round") as refused:
+        exporter.export(model, (torch.randn(8), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])))
+    assert refused.value.category is Category.BRANCH_CAPTURE
+    assert refused.value.location == _line("counted")
+    assert model.steps == 0  # put back, as after any export
+
+
+class FirstThreeRows(nn.Module):
+    """A loop cut short after a number of steps Python counts."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+
+    def forward(self, x):
+        out = torch.zeros_like(x)
+        rows = torch.nonzero(x > 0).flatten()
+        if self.how == "enumerate and break":
+            for i, r in enumerate(rows):  # line-marker: cut by enumerate
+                if i >= 3:
+                    break
+                out = out + (torch.arange(8) == r) * x
+        elif self.how == "zip with a range":
+            for _, r in zip(range(3), rows):  # line-marker: cut by zip
+                out = out + (torch.arange(8) == r) * x
+        else:
+            import itertools
+
+            for r in itertools.islice(rows, 3):  # line-marker: cut by islice
+                out = out + (torch.arange(8) == r) * x
+        return out
+
+
+@pytest.mark.parametrize("how, marker", [("enumerate and break", "enumerate"), ("zip with a range", "zip"), ("islice", "islice")])
+def test_a_loop_cut_after_a_count_python_keeps_is_refused(how, marker):
+    x = torch.tensor([1.0, -1, 2, 3, -1, 4, 5, -2])
+    with pytest.raises(exporter.TraceError, match="stops after a number of steps Python counts") as refused:
+        exporter.export(FirstThreeRows(how), (x,))
+    assert refused.value.category is Category.BRANCH_CAPTURE
+    assert refused.value.location == _line(f"cut by {marker}")
+
+
+class HistogramRow(nn.Module):
+    """Each step adds into a view of a buffer: functionalization remakes the view after each
+    write, which the next step reads and nothing reads after the last."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("hist", torch.zeros(2, 5))
+
+    def forward(self, labels):
+        row = self.hist[0]
+        for v in torch.unique(labels):
+            row.index_add_(0, v.reshape(1), (labels == v).sum().float().reshape(1))
+        return self.hist.sum(1)
+
+
+def test_steps_that_write_through_a_view_of_a_buffer_are_one_while_loop():
+    example = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+    program = exporter.export(HistogramRow(), (example,))
+    assert _whiles(program) == 1
+    for labels in (example, torch.tensor([3] * 8), torch.tensor([0, 1, 2, 3, 4, 0, 1, 2])):
+        model, ours = HistogramRow(), copy.deepcopy(program).module()
+        torch.testing.assert_close(ours(labels), model(labels))
+        torch.testing.assert_close(ours.hist, model.hist)
