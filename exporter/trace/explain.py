@@ -97,6 +97,12 @@ _HASH_HINT = (
     "torch.cond or torch.where, pass them as Python ints, or export with draft=True to take the "
     "example's values (checked when the program runs)"
 )
+_TOLIST_HINT = (
+    "keep it a tensor: loop over the tensor itself (`for v in t:`, which becomes a "
+    "torch.while_loop), take len(t) (a size the program computes), or select with masks, "
+    "instead of .tolist()"
+)
+
 _NUMPY_HINT = (
     "compute with torch ops instead (torch.cumsum, torch.argsort, torch.bincount, ...) so the "
     "program records the computation, or export with draft=True to take the example's values "
@@ -184,6 +190,19 @@ def explain(e: Exception) -> TraceError:
             category=Category.DATA_LEAVES_GRAPH,
             location=where,
             hint=_NUMPY_HINT,
+        )
+    if frame is not None and ".tolist(" in (frame.line or "") and (
+        # a length asked (an integer): a list's values tested are a branch like any other
+        (isinstance(e, GuardOnDataDependentSymNode) and getattr(e.cond, "is_integer", False))
+        or "unallocated storage" in text
+    ):
+        return TraceError(
+            f"forward() turns a tensor whose length only the data decides into a Python list{code}: "
+            f"the list needs as many items as the data has, but export traces with shapes only, not "
+            f"values [torch: {text}]",
+            category=Category.DATA_DEPENDENT_OUTPUT_SHAPE,
+            location=where,
+            hint=_TOLIST_HINT,
         )
     op = _op_reading_a_size(e)
     if op is not None:

@@ -183,3 +183,19 @@ def test_the_training_ir_refuses_subclass_state_naming_it_and_the_ir_that_takes_
         "parametrizations.pair.original0",
         "parametrizations.pair.original1",
     ]
+
+
+class ClassesAsAList(torch.nn.Module):
+    def forward(self, x, labels):
+        total = x.new_zeros(())
+        for c in torch.unique(labels).tolist():  # line-marker: tolist
+            total = total + x[labels == c].sum()
+        return total
+
+
+def test_a_data_sized_tensor_made_a_list_is_named_and_told_to_stay_a_tensor():
+    with pytest.raises(TraceError, match=r"turns a tensor whose length only the data decides into a Python list") as info:
+        exporter.export(ClassesAsAList(), (torch.randn(6), torch.tensor([0, 1, 1, 2, 0, 2])))
+    assert info.value.location == _marked("tolist")
+    assert info.value.category is Category.DATA_DEPENDENT_OUTPUT_SHAPE
+    assert "for v in t:" in info.value.hint
