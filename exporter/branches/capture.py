@@ -26,6 +26,7 @@ from .decide import (
     loop_error,
     raised_by_model,
     refusal,
+    tests_a_selection_for_none,
 )
 from .join import DataLoop, Joiner, Unread, interpreted
 from .loops import WITNESS_STEPS, LoopRefused, after_loops_differ, loop_refusal, same_constant
@@ -321,7 +322,7 @@ def _structure(spec: Any) -> str:
 
 
 def _loop_error(decision: Any) -> TraceError:
-    return loop_error(decision.site.location, decision.code)
+    return loop_error(decision.site.location, decision.code, tests_a_selection_for_none(decision))
 
 
 def _join_error(joiner: Joiner, error: TraceError) -> TraceError:

@@ -39,7 +39,7 @@ from ..trace.stacks import UserCalls
 from ..trace.write_watch import writes
 from .loops import DataLoop, Loop, loop_refusal
 
-__all__ = ["ITEM_OPS", "Check", "Decider", "Decision", "Site", "TooManyDecisions", "limit_error", "loop_error", "raised_by_model", "refusal"]
+__all__ = ["ITEM_OPS", "Check", "Decider", "Decision", "Site", "TooManyDecisions", "limit_error", "loop_error", "raised_by_model", "refusal", "tests_a_selection_for_none"]
 
 ITEM_OPS = (torch.ops.aten.item.default, torch.ops.aten._local_scalar_dense.default)
 """The ops that read a tensor's one value into Python (``.item()``, ``bool(t)``)."""
@@ -256,6 +256,12 @@ class Decider:
         if not direct:
             return None
         inside = self._open_loop()
+        if inside is not None and inside.site.location == location and inside.taken == 0:
+            raise loop_refusal(
+                inside, "it goes over two data-sized tensors side by side (`zip`), and a torch.while_loop goes over one",
+                hint="go over one tensor that holds both, `for v, c in torch.stack([values, counts], 1):`, or export "
+                "with branches='draft' to follow the example's count",
+            )
         if inside is not None:
             raise loop_refusal(
                 inside, f"another loop over a data-sized tensor starts before it ends (`{code}` at {location}): "
@@ -315,17 +321,45 @@ def refusal(error: BaseException, limit: int) -> TraceError | None:
     return None
 
 
-def loop_error(location: str | None, code: str | None) -> TraceError:
-    """forward() tests a value each time round a loop: no fixed number of branches holds it."""
-    return TraceError(
+def loop_error(location: str | None, code: str | None, empty_test: bool = False) -> TraceError:
+    """forward() tests a value each time round a loop: no fixed number of branches holds it.
+    ``empty_test``: the test asks whether a selection is empty (``if tokens.numel() == 0:``),
+    as a fixed loop over experts does at each step."""
+    hint = (
+        "drop the test for an empty selection: the step's ops run on no rows as well, and a "
+        "`continue` on one side keeps the rest of the loop inside that side, so each step nests "
+        "the next; or loop over the entries present (`for e in hit.nonzero():`, captured as a "
+        "torch.while_loop); or export with branches='draft' to follow the example"
+        if empty_test else
+        "loop a fixed number of times and let masks skip the steps past the end (or use "
+        "torch.while_loop), or export with branches='draft' to follow the example's count"
+    )
+    what = (
+        "forward() tests whether a selection is empty at each step of a loop"
+        + (f" (`{code}`)" if code else "")
+        + ": each side of the test goes on to ask it again, so the program would need a branch for every "
+        "combination of steps"
+        if empty_test else
         "forward() loops as many times as the data says"
         + (f" (`{code}` decides whether it goes on)" if code else "")
-        + ": each side of the decision asks it again, so no fixed number of branches holds every input",
+        + ": each side of the decision asks it again, so no fixed number of branches holds every input"
+    )
+    return TraceError(
+        what,
         category=Category.DATA_DEPENDENT_CONTROL_FLOW,
         location=location,
-        hint="loop a fixed number of times and let masks skip the steps past the end (or use "
-        "torch.while_loop), or export with branches='draft' to follow the example's count",
+        hint=hint,
     )
+
+
+def tests_a_selection_for_none(decision: Decision) -> bool:
+    """Whether ``decision`` asks if a selection the data sizes is empty (``Eq(u0, 0)`` with
+    ``u0`` a size of ``nonzero``'s or ``where``'s result, not a value read with ``.item()``)."""
+    expr = decision.expression
+    if not isinstance(expr, (sympy.Eq, sympy.Ne)) or 0 not in (expr.lhs, expr.rhs):
+        return False
+    nodes = list(decision.bindings.values())
+    return bool(nodes) and all(node.target not in ITEM_OPS for node in nodes)
 
 
 def raised_by_model(error: BaseException) -> bool:

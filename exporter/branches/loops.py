@@ -46,6 +46,8 @@ class Loop:
     """The ``index_select`` node of each step's item (its first argument is the tensor)."""
     finished: bool = False
     """Whether the loop asked for a third item (and was told it was done)."""
+    taken: int = 0
+    """How many items the loop has taken."""
 
 
 class LoopRefused(Exception):
@@ -90,6 +92,7 @@ class DataLoop:
             self.loop.finished = True
             raise StopIteration
         self.taken += 1
+        self.loop.taken = self.taken
         item = torch.ops.aten.index_select.default(self.tensor, 0, self.counter.reshape(1))
         self.loop.items.append(self._anchor())
         return item.squeeze(0)

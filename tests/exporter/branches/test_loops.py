@@ -238,10 +238,20 @@ class LoopInsideALoop(nn.Module):
         return total
 
 
+class TwoSideBySide(nn.Module):
+    def forward(self, x):
+        values, counts = torch.unique(x, return_counts=True)
+        total = x.new_zeros(())
+        for v, c in zip(values, counts):  # line-marker: zip
+            total = total + v * c
+        return total
+
+
 @pytest.mark.parametrize(
     "model, marker, match",
     [
         (CollectsItems, "collects", "a value one iteration made is read after the loop"),
+        (TwoSideBySide, "zip", r"two data-sized tensors side by side \(`zip`\)"),
         (BranchInsideTheLoop, "branch inside", "branches on a tensor's value inside"),
         (CountsItsSteps, "counts", "different values"),
         (LoopInsideALoop, "outer", "another loop over a data-sized tensor starts"),
@@ -389,3 +399,30 @@ def test_steps_that_write_through_a_view_of_a_buffer_are_one_while_loop():
         model, ours = HistogramRow(), copy.deepcopy(program).module()
         torch.testing.assert_close(ours(labels), model(labels))
         torch.testing.assert_close(ours.hist, model.hist)
+
+
+class ExpertsSkippedWhenIdle(nn.Module):
+    """A fixed loop over experts that skips an expert no token chose (older mixtures of
+    experts): each ``continue`` keeps the rest of the loop on that side."""
+
+    def __init__(self, experts: int) -> None:
+        super().__init__()
+        self.experts = experts
+        self.gate = nn.Linear(8, experts, bias=False)
+
+    def forward(self, x):
+        choice = self.gate(x).argmax(-1)
+        out = torch.zeros_like(x)
+        for e in range(self.experts):
+            tokens = torch.where(choice == e)[0]
+            if tokens.numel() == 0:  # line-marker: idle
+                continue
+            out.index_add_(0, tokens, x[tokens] * (e + 1))
+        return out
+
+
+def test_a_test_for_an_idle_expert_in_every_step_is_refused_with_what_to_drop():
+    with pytest.raises(exporter.TraceError, match="tests whether a selection is empty at each step of a loop") as refused:
+        exporter.export(ExpertsSkippedWhenIdle(8), (torch.randn(6, 8),))
+    assert refused.value.location == _line("idle")
+    assert refused.value.hint.startswith("drop the test for an empty selection")
