@@ -153,8 +153,8 @@ steps of a run, where it stops after a few (``islice(rows, 3)``)."""
 
 def after_loops_differ(run: Any, witness: Any) -> tuple[Loop, str] | None:
     """Where forward outside its loops differs between ``run`` and ``witness``, the same run
-    of forward going round each loop another number of times (``WITNESS_STEPS``): the loop before the first
-    difference and why; None where they agree.  The program goes round as often as the data
+    of forward going round each loop another number of times (``WITNESS_STEPS``): the loop
+    before the first difference and why; None where they agree.  The program goes round as often as the data
     says, so forward may not depend on the count in Python (a counter, a list's length, an
     attribute changed each step, a ``break`` after some steps), which no graph shows."""
     for loop in witness.loops:
@@ -162,7 +162,7 @@ def after_loops_differ(run: Any, witness: Any) -> tuple[Loop, str] | None:
             mine = next((m for m in run.loops if m.site == loop.site), loop)
             return mine, "it stops after a number of steps Python counts (a break after some steps, enumerate's count, zip with a range, islice)"
     ours, theirs = _outside_loops(run), _outside_loops(witness)
-    for k, (x, y) in enumerate(zip(ours, theirs)):
+    for x, y in zip(ours, theirs):
         if x.op != y.op or (x.op != "get_attr" and x.target != y.target) or not _same_leaves(run, x, witness, y):
             return _loop_before(run, x), _COUNTED
     if len(ours) != len(theirs):
@@ -245,15 +245,15 @@ def compare(run: Any, loop: Loop, constant: Any) -> Iterations:
     write: the steps of a loop that writes through a view may then differ in views that
     nothing reads.  Where the steps as traced differ, they are compared again without those."""
     try:
-        return _compare(run, loop, constant, unread_views=True)
+        return _compare(run, loop, constant, keep_unread_views=True)
     except LoopRefused as as_traced:
         try:
-            return _compare(run, loop, constant, unread_views=False)
+            return _compare(run, loop, constant, keep_unread_views=False)
         except LoopRefused:
             raise as_traced from None
 
 
-def _compare(run: Any, loop: Loop, constant: Any, unread_views: bool) -> Iterations:
+def _compare(run: Any, loop: Loop, constant: Any, keep_unread_views: bool) -> Iterations:
     index = run.index
     marks = loop.counter
     if not loop.finished or len(marks) != 3 or any(m not in index for m in marks) or any(i not in index for i in loop.items):
@@ -268,7 +268,7 @@ def _compare(run: Any, loop: Loop, constant: Any, unread_views: bool) -> Iterati
         ) and not node.meta.get("unbacked_bindings"):
             hoisted.append(node)
     kept = set(hoisted)
-    if not unread_views:
+    if not keep_unread_views:
         kept |= {n for n in span if not n.users and not n.is_impure() and n not in marks}
     first = [n for n in run.nodes[start + 1 : middle + 1] if n not in kept]
     second = [n for n in run.nodes[middle + 1 : end + 1] if n not in kept]

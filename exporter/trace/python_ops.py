@@ -182,6 +182,8 @@ def tensor_setitem(real):
         # what eager assigns into: the view without the indexed dims, to which value broadcasts
         kept = [size for d, size in enumerate(shape) if d not in dims]
         value = value if isinstance(value, torch.Tensor) else torch.scalar_tensor(value, dtype=self.dtype)
+        while value.dim() > len(kept) and value.shape[0] == 1:  # as eager: leading ones dropped
+            value = value.squeeze(0)
         value = torch.broadcast_to(value.to(self.dtype), kept)
         # indexed dims side by side become one dim of size 1 in their place, else in front
         adjacent = dims == list(range(dims[0], dims[0] + len(dims)))

@@ -219,6 +219,7 @@ class WriteAtArgmax(torch.nn.Module):
         out[:, x[0].argmin()] += 1.0
         out[x[:, 0].argmax(), x[1].argmax()] = -2
         out[..., x[2].argmin()] = x[:, 3]
+        out[x[3].argmax() + 1] = x[:1]  # leading ones dropped, as eager drops them
         return out
 
 
