@@ -266,8 +266,16 @@ class Joiner:
             self._lookup(body, run, value)
         for node in it.first:
             self._copy(body, node)
-        body.graph.output(tuple(self._lookup(body, run, it.carried[x]) for x in carried))
+        outputs = [self._lookup(body, run, it.carried[x]) for x in carried]
         operands = [self._lookup(g, r, n) for r, n in body.externals]
+        for k, x in enumerate(carried):
+            # torch.while_loop needs a step's result in the layout its first input had, and
+            # takes that input as a contiguous copy: a value carried as a view (a column
+            # written through) goes round as a contiguous copy
+            if not (_row_major(x) and _row_major(it.carried[x])):
+                operands[k] = _contiguous(g.graph, operands[k])
+                outputs[k] = _contiguous(body.graph, outputs[k])
+        body.graph.output(tuple(outputs))
         inside = _placeholders(body.graph)
         operands[len(carried):] = [
             _tensor_operand(g.graph, value, [inside[k]]) for k, value in enumerate(operands[len(carried):], len(carried))
@@ -809,6 +817,20 @@ def _plain_int(value: Any) -> int | None:
     if isinstance(value, int):
         return value
     return value.node.maybe_as_int() if isinstance(value, torch.SymInt) else None
+
+
+def _row_major(node: torch.fx.Node) -> bool:
+    """Whether a tensor's strides are those of a contiguous tensor of its sizes, as written
+    (no size is guarded on); True for anything but a tensor."""
+    value = node.meta.get("val")
+    if not isinstance(value, torch.Tensor):
+        return True
+    expected: Any = 1
+    for size, stride in reversed(list(zip(value.shape, value.stride()))):
+        if str(size) != "1" and str(stride) != str(expected):
+            return False
+        expected = expected * size
+    return True
 
 
 def _contiguous(graph: torch.fx.Graph, value: Any) -> Any:

@@ -426,3 +426,24 @@ def test_a_test_for_an_idle_expert_in_every_step_is_refused_with_what_to_drop():
         exporter.export(ExpertsSkippedWhenIdle(8), (torch.randn(6, 8),))
     assert refused.value.location == _line("idle")
     assert refused.value.hint.startswith("drop the test for an empty selection")
+
+
+class ColumnWrittenThrough(nn.Module):
+    """Each step adds into a column of the output, a view made before the loop: the view goes
+    round the while_loop, which takes it as a contiguous copy."""
+
+    def forward(self, x, labels):
+        out = torch.zeros(5, 2)
+        column = out[:, 1]
+        for v in torch.unique(labels):
+            column.index_add_(0, v.reshape(1), x[labels == v].sum().reshape(1))
+        return out
+
+
+def test_a_view_written_through_at_each_step_goes_round_as_a_copy():
+    g = torch.Generator().manual_seed(0)
+    example = (torch.randn(8, generator=g), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1]))
+    program = exporter.export(ColumnWrittenThrough(), example)
+    assert _whiles(program) == 1
+    others = [(torch.randn(8, generator=g), labels) for labels in (torch.tensor([4] * 8), torch.tensor([0, 1, 2, 3, 4, 0, 1, 2]))]
+    _matches_eager(program, ColumnWrittenThrough(), [example, *others])
