@@ -5,6 +5,7 @@ graph that calls ``torch.cond`` with its node metadata kept."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -201,6 +202,19 @@ def evaluate_expression(expr: sympy.Basic, values: dict[sympy.Symbol, Any]) -> A
     Python's operators, as torch's runtime asserts compute theirs: traced, it records the
     ``operator`` and ``torch.sym_*`` calls that make the value."""
     from torch.utils._sympy.interp import sympy_interp
+
+    return sympy_interp(_python_analysis(), values, expr)
+
+
+@functools.cache
+def _python_analysis() -> type:
+    """torch's Python reference analysis, with ``int()``'s truncation of a float (its own
+    builds a sympy ``TruncToInt`` of the value, which hashes it and so reads it)."""
     from torch.utils._sympy.reference import PythonReferenceAnalysis
 
-    return sympy_interp(PythonReferenceAnalysis, values, expr)
+    class Analysis(PythonReferenceAnalysis):
+        @staticmethod
+        def trunc_to_int(x: Any, dtype: Any) -> Any:
+            return torch.sym_int(x)
+
+    return Analysis

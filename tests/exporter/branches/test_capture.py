@@ -217,6 +217,17 @@ class ScaledToItsPeak(nn.Module):
         return x * peak, peak
 
 
+class WholePartOfThePeak(nn.Module):
+    """``int()`` of a float read with ``.item()``, tested: the predicate truncates it as the
+    program runs."""
+
+    def forward(self, x):
+        whole = int(x.abs().max().item())
+        if whole > 2:
+            return x / whole
+        return x
+
+
 class ModeOfAnInput(nn.Module):
     """An input's ``.item()`` tested twice (``if``/``elif``): every run reads it afresh, so the
     run that takes the first test's other side asks the second too."""
@@ -264,6 +275,9 @@ CASES = {
     ),
     "a float read with .item()": (
         ScaledToItsPeak, (_x(4, 8) + 1,), [(_x(4, 8) * 0.4,), (_x(4, 8, sign=-1) * 3,), (torch.zeros(4, 8),)], 1,
+    ),
+    "int() of a float read with .item()": (
+        WholePartOfThePeak, (_x(4, 8) * 10,), [(_x(4, 8),), (_x(4, 8, sign=-1) * 3.5,), (_x(4, 8) * 2.9,)], 1,
     ),
     "an input's .item() tested twice": (
         ModeOfAnInput, (torch.tensor([2]), torch.ones(3)), [(torch.tensor([v]), torch.randn(3)) for v in (0, 1, 2, 7, -1)], 2,
