@@ -163,6 +163,9 @@ class _Comparison:
     """Second run's node -> first run's node, for the nodes where the runs agree."""
     changed: dict[torch.fx.Node, int] = attrs.field(factory=dict)
     """First run's nodes outside every region that a region's slot stands for afterwards."""
+    kept: dict[torch.fx.Node, int] = attrs.field(factory=dict)
+    """First run's nodes outside every region read as themselves in both runs: the last
+    node of the first run that read them so."""
     generality: Generality | None = None
     """After the last region, where one run is compared as the general case of the other
     (``general.py``)."""
@@ -198,9 +201,10 @@ class _Comparison:
             return isinstance(x, torch.fx.Node) == isinstance(y, torch.fx.Node) and same_constant(x, y)
         rx, ry = self.region_a(x), self.region_b(y)
         if rx is None and ry is None:
-            if x in self.changed:
+            if x in self.changed or self.mapping.get(y) is not x:
                 return False
-            return self.mapping.get(y) is x
+            self.kept[x] = max(self.kept.get(x, -1), self.at)
+            return True
         if rx is not None and ry is not None and rx != ry:
             return False
         k = rx if rx is not None else ry
@@ -209,7 +213,9 @@ class _Comparison:
             return False
         if x in region.slot_of:
             return region.slots[region.slot_of[x]][1] is y
-        if rx is None and x in self.changed:
+        if rx is None and (x in self.changed or self.kept.get(x, -1) >= region.end_a):
+            # read as itself after the region too (returned twice on one side, once changed
+            # on the other): one value cannot stand for both after the cond
             return False
         if gen is not None and not unify(gen, x, y):
             return False

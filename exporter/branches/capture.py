@@ -261,7 +261,7 @@ def _structure_error(first: Run, other: Run) -> TraceError:
     ours, theirs = first.traced.recorded.out_spec, other.traced.recorded.out_spec
     found = (
         f": {_structure(ours)} on one, {_structure(theirs)} on the other" if str(ours) != str(theirs)
-        else _differing_output(first, other) or " (the values forward writes differ)"
+        else _differing_output(first, other) or _aliased_output(first, other) or " (the values forward writes differ)"
     )
     return TraceError(
         "forward() returns different structures on the two sides of a branch on a tensor's value"
@@ -286,15 +286,33 @@ def _unread_error(site: Any, code: str | None) -> TraceError:
     )
 
 
+def _results(run: Run) -> list[Any]:
+    """What ``run`` returns, flat (the inputs it writes left out)."""
+    node = next((n for n in reversed(run.traced.gm.graph.nodes) if n.op == "output"), None)
+    values = node.args[0] if node is not None else ()
+    return list(values)[len(run.traced.recorded.mutated):] if isinstance(values, (list, tuple)) else [values]
+
+
+def _aliased_output(first: Run, other: Run) -> str | None:
+    """Where one run returns one tensor at two places and the other two different ones."""
+    for run, twin in ((first, other), (other, first)):
+        ours, theirs = _results(run), _results(twin)
+        if len(ours) != len(theirs):
+            return None
+        for i, x in enumerate(ours):
+            for j in range(i + 1, len(ours)):
+                if isinstance(x, torch.fx.Node) and ours[j] is x and theirs[i] is not theirs[j]:
+                    return (
+                        f": outputs {i} and {j} are one tensor on one side and two on the other, and one "
+                        "result of torch.cond cannot stand for both (return a copy at one of them, `y.clone()`)"
+                    )
+    return None
+
+
 def _differing_output(first: Run, other: Run) -> str | None:
     """Where the two runs return a tensor at one place of the same structure and a constant
     at the other (``None``, a number), or two different constants: the first such output."""
-    outputs = []
-    for run in (first, other):
-        node = next((n for n in reversed(run.traced.gm.graph.nodes) if n.op == "output"), None)
-        values = node.args[0] if node is not None else ()
-        outputs.append(list(values)[len(run.traced.recorded.mutated):] if isinstance(values, (list, tuple)) else [values])
-    ours, theirs = outputs
+    ours, theirs = _results(first), _results(other)
     if len(ours) != len(theirs):
         return None
     for k, (x, y) in enumerate(zip(ours, theirs)):

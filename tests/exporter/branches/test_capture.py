@@ -217,6 +217,16 @@ class ScaledToItsPeak(nn.Module):
         return x * peak, peak
 
 
+class CopiedOnOneSide(nn.Module):
+    """A tensor returned twice on one side, once as a copy: the cond hands on the copy."""
+
+    def forward(self, x):
+        y = x * 2
+        if x.sum() > 0:
+            return y, y.clone()
+        return y, y + 1
+
+
 class WholePartOfThePeak(nn.Module):
     """``int()`` of a float read with ``.item()``, tested: the predicate truncates it as the
     program runs."""
@@ -278,6 +288,9 @@ CASES = {
     ),
     "int() of a float read with .item()": (
         WholePartOfThePeak, (_x(4, 8) * 10,), [(_x(4, 8),), (_x(4, 8, sign=-1) * 3.5,), (_x(4, 8) * 2.9,)], 1,
+    ),
+    "a tensor returned twice on one side, once copied": (
+        CopiedOnOneSide, (_x(4, 8),), [(_x(4, 8, sign=-1),), (torch.randn(4, 8),)], 1,
     ),
     "an input's .item() tested twice": (
         ModeOfAnInput, (torch.tensor([2]), torch.ones(3)), [(torch.tensor([v]), torch.randn(3)) for v in (0, 1, 2, 7, -1)], 2,
@@ -658,6 +671,13 @@ class NoneOnOneSide(nn.Module):
         return x, x * 2
 
 
+class OneTensorTwiceOnOneSide(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # line-marker: twice
+            return x, x
+        return x, x * 3
+
+
 class DifferentSizes(nn.Module):
     def forward(self, x):
         if x.sum() > 0:
@@ -691,6 +711,7 @@ def test_sides_of_different_layouts_join_as_contiguous_copies():
         (DifferentStructures, "structures", r"returns different structures .*: a tuple of 2 on one, one value on the other"),
         (DifferentRanks, "ranks", r"cannot be one program .*expected same dim but got 1 and 2"),
         (DifferentDtypes, "dtypes", r"cannot be one program .*torch.cond refuses them: When merging .*expected same dtype"),
+        (OneTensorTwiceOnOneSide, "twice", r"outputs 0 and 1 are one tensor on one side and two on the other"),
         (NoneOnOneSide, "none", r"returns different structures .*: output 1 is None on one side and a tensor on the other\n"),
     ],
 )
