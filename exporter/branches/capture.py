@@ -28,7 +28,7 @@ from .decide import (
     refusal,
     tests_a_selection_for_none,
 )
-from .join import DataLoop, Joiner, Unread, interpreted
+from .join import DataLoop, Joiner, ModeInside, Unread, interpreted
 from .loops import WITNESS_STEPS, LoopRefused, after_loops_differ, loop_refusal, same_constant
 
 __all__ = ["BRANCH_MODES", "DEFAULT_MAX_RUNS", "capture"]
@@ -167,6 +167,8 @@ def capture(
             raise _loop_error(loop.args[0]) from None
         except Unread as unread:
             raise _unread_error(*unread.args) from None
+        except ModeInside as inside:
+            raise _mode_error(*inside.args) from None
         except LoopRefused as refused:
             raise loop_refusal(*refused.args) from None
         except _SideRaises as raises:
@@ -271,6 +273,19 @@ def _structure_error(first: Run, other: Run) -> TraceError:
         hint="return the same structure on both sides (None where a value is missing is a different "
         "structure: return a tensor of the same kind instead), or export with branches='draft' to "
         "follow the example",
+    )
+
+
+def _mode_error(site: Any, code: str | None) -> TraceError:
+    return TraceError(
+        "forward() switches grad mode or autocast on a side of a branch on a tensor's value"
+        + (f" (`{code}`)" if code else "")
+        + ", or a `with torch.no_grad()` or autocast block ends there: the training IR holds such "
+        "switches as regions, which it cannot keep inside torch.cond",
+        category=Category.BRANCH_CAPTURE,
+        location=site.location,
+        hint="export with the default IR, where the switches leave no calls, or with branches='draft' to follow "
+        "the example",
     )
 
 

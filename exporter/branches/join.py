@@ -23,6 +23,9 @@ import torch
 from torch.utils._pytree import SequenceKey
 
 from .._torch_internals import (
+    ENTER_AUTOCAST,
+    EXIT_AUTOCAST,
+    SET_GRAD_ENABLED,
     CallMethodKey,
     OpOverload,
     asserts_kept_inside,
@@ -84,6 +87,14 @@ class Unread(Exception):
     """A decision's predicate (or a held check's fact) reads a value made inside an earlier
     decision's branches that no tensor they hand on gives (``args``: the asking site and its
     line of code)."""
+
+
+MODE_SWITCHES = (SET_GRAD_ENABLED, ENTER_AUTOCAST, EXIT_AUTOCAST)
+
+
+class ModeInside(Exception):
+    """A branch's side switches grad mode or autocast (a training-IR trace records the
+    switches as calls): ``args`` are the decision's site and its line of code."""
 
 
 MAX_ADJUSTMENTS = 2
@@ -522,6 +533,8 @@ class Joiner:
             values = [self._lookup(side, side_run, v) if isinstance(v, torch.fx.Node) else v for v in outputs]
             sides.append(side)
             results.append(values)
+        if any(n.op == "call_function" and n.target in MODE_SWITCHES for side in sides for n in side.graph.nodes):
+            raise ModeInside(decision.site, decision.code)
         # a contiguous copy also stands for the copy an operand's memory needs
         contiguous = [not _mergeable_layouts(*pair) for pair in zip(*results)]
         # a result with a data-decided size inside another dimension leaves the cond with that

@@ -888,3 +888,27 @@ def test_sides_with_equal_strides_that_are_not_dense_join_as_contiguous_copies()
     program = exporter.export(model, (_x(4, 8),))
     assert _conds(program) == 1
     _matches_eager(program, model, [(_x(4, 8),), (_x(4, 8, sign=-1),)])
+
+
+class BranchInANoGradBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        with torch.no_grad():
+            if x.max() > 1:  # line-marker: no_grad
+                s = self.lin(x)
+            else:
+                s = x
+        return self.lin(x) * s
+
+
+def test_a_grad_mode_switch_inside_a_branch_is_refused_in_the_training_ir_and_captured_in_the_default():
+    model = BranchInANoGradBlock()
+    with pytest.raises(exporter.TraceError, match="switches grad mode or autocast on a side") as refused:
+        exporter.export(model, (torch.full((2, 3), 2.0),), ir="training")
+    assert refused.value.category is Category.BRANCH_CAPTURE
+    assert refused.value.location == _line("no_grad")
+    program = exporter.export(model, (torch.full((2, 3), 2.0),))
+    _matches_eager(program, model, [(torch.full((2, 3), 2.0),), (torch.zeros(2, 3),)])
