@@ -918,12 +918,14 @@ exactly)."""
 
 
 def _scalar_dtype(values: tuple) -> torch.dtype | None:
-    """The dtype a branch result crosses torch.cond as when it is a float or bool the data
-    decides on either side (cond's results are tensors), else None."""
+    """The dtype a branch result crosses torch.cond as when it is a number on either side
+    (cond's results are tensors: an integer, a size that differs by side, too), else None."""
     for v in values:
         value = v.meta.get("val") if isinstance(v, torch.fx.Node) else v
         if type(value) in _SCALAR_DTYPES:
             return _SCALAR_DTYPES[type(value)]
+        if isinstance(value, torch.SymInt):
+            return torch.int64
     return None
 
 

@@ -912,3 +912,24 @@ def test_a_grad_mode_switch_inside_a_branch_is_refused_in_the_training_ir_and_ca
     assert refused.value.location == _line("no_grad")
     program = exporter.export(model, (torch.full((2, 3), 2.0),))
     _matches_eager(program, model, [(torch.full((2, 3), 2.0),), (torch.zeros(2, 3),)])
+
+
+class HalvedWhenPositive(nn.Module):
+    """A size that differs by side, returned: it leaves the cond as a 0-d tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = x[::2] if (x > 0).all() else x
+        return self.lin(h).mean(0), h.shape[0]
+
+
+def test_a_size_that_differs_by_side_is_returned_as_a_number():
+    model = HalvedWhenPositive()
+    program = exporter.export(model, (torch.rand(6, 4) + 0.1,), dynamic_shapes=({0: Dim("batch", min=3, max=64)},))
+    for x in (torch.rand(6, 4) + 0.1, torch.randn(5, 4), torch.rand(7, 4) + 0.1, -torch.rand(3, 4)):
+        (ours, size), (theirs, expected) = program.module()(x), model(x)
+        torch.testing.assert_close(ours, theirs)
+        assert int(size) == expected
