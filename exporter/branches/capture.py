@@ -263,7 +263,8 @@ def _structure_error(first: Run, other: Run) -> TraceError:
     ours, theirs = first.traced.recorded.out_spec, other.traced.recorded.out_spec
     found = (
         f": {_structure(ours)} on one, {_structure(theirs)} on the other" if str(ours) != str(theirs)
-        else _differing_output(first, other) or _aliased_output(first, other) or " (the values forward writes differ)"
+        else _differing_output(first, other) or _aliased_output(first, other) or _reordered_output(first, other)
+        or " (the values forward writes differ)"
     )
     return TraceError(
         "forward() returns different structures on the two sides of a branch on a tensor's value"
@@ -321,6 +322,28 @@ def _aliased_output(first: Run, other: Run) -> str | None:
                         f": outputs {i} and {j} are one tensor on one side and two on the other, and one "
                         "result of torch.cond cannot stand for both (return a copy at one of them, `y.clone()`)"
                     )
+    return None
+
+
+def _reordered_output(first: Run, other: Run) -> str | None:
+    """Where both runs return values made before they part (the same node, at the same place
+    of each run), at swapped places."""
+    ours, theirs = _results(first), _results(other)
+    if len(ours) != len(theirs) or not all(isinstance(v, torch.fx.Node) for v in (*ours, *theirs)):
+        return None
+    at_first = [first.index.get(n) for n in ours]
+    at_other = [other.index.get(n) for n in theirs]
+    for i, (x, y) in enumerate(zip(at_first, at_other)):
+        if x is None or y is None or x == y or y not in at_first:
+            continue
+        j = at_first.index(y)
+        same = first.nodes[y].name == other.nodes[y].name and first.nodes[x].name == other.nodes[x].name
+        if same and at_other[j] == x:
+            return (
+                f": outputs {i} and {j} are the same values in another order on each side, made before the branch, "
+                "and a cond's results are values its sides compute (return copies on one side, `a.clone(), "
+                "b.clone()`, or pick each with torch.where)"
+            )
     return None
 
 

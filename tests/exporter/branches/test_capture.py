@@ -671,6 +671,14 @@ class NoneOnOneSide(nn.Module):
         return x, x * 2
 
 
+class Swapped(nn.Module):
+    def forward(self, x):
+        y, z = x * 2, x + 1
+        if x.sum() > 0:  # line-marker: swapped
+            return y, z
+        return z, y
+
+
 class OneTensorTwiceOnOneSide(nn.Module):
     def forward(self, x):
         if x.sum() > 0:  # line-marker: twice
@@ -711,6 +719,7 @@ def test_sides_of_different_layouts_join_as_contiguous_copies():
         (DifferentStructures, "structures", r"returns different structures .*: a tuple of 2 on one, one value on the other"),
         (DifferentRanks, "ranks", r"cannot be one program .*expected same dim but got 1 and 2"),
         (DifferentDtypes, "dtypes", r"cannot be one program .*torch.cond refuses them: When merging .*expected same dtype"),
+        (Swapped, "swapped", r"outputs 0 and 1 are the same values in another order on each side"),
         (OneTensorTwiceOnOneSide, "twice", r"outputs 0 and 1 are one tensor on one side and two on the other"),
         (NoneOnOneSide, "none", r"returns different structures .*: output 1 is None on one side and a tensor on the other\n"),
     ],
