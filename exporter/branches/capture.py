@@ -29,7 +29,7 @@ from .decide import (
     tests_a_selection_for_none,
 )
 from .join import DataLoop, Joiner, ModeInside, Unread, interpreted
-from .loops import WITNESS_STEPS, LoopRefused, after_loops_differ, loop_refusal, same_constant
+from .loops import WITNESS_STEPS, LoopRefused, after_loops_differ, loop_refusal, same_constant, stopped_early
 
 __all__ = ["BRANCH_MODES", "DEFAULT_MAX_RUNS", "capture"]
 
@@ -218,22 +218,16 @@ def _witness_loops(request: Any, runs: dict[frozenset, Run], checked: dict[Site,
             try:
                 traced = tracer.run(request, decider)
             except (TraceError, TooManyDecisions) as error:
-                stopped = next((loop for loop in decider.loops if not loop.finished), None)
-                why = (
-                    "it stops after a number of steps Python counts (a break after some steps, enumerate's count, zip "
-                    "with a range, islice)" if stopped is not None
-                    else f"forward fails where it goes round {steps} time(s) ({getattr(error, 'message', error)})"
-                )
-                raise loop_refusal(loops[0] if stopped is None else _same_site(run, stopped), why) from error
+                stopped = stopped_early(run, decider.loops)
+                if stopped is not None:
+                    raise loop_refusal(*stopped) from error
+                why = f"forward fails where it goes round {steps} time(s) ({getattr(error, 'message', error)})"
+                raise loop_refusal(loops[0], why) from error
             witness = Run(traced, list(decider.decisions), dict(run.schedule), decider.calls.of_node)
             witness.loops = list(decider.loops)
             differs = after_loops_differ(run, witness)
             if differs is not None:
                 raise loop_refusal(*differs)
-
-
-def _same_site(run: Run, loop: Any) -> Any:
-    return next((mine for mine in run.loops if mine.site == loop.site), loop)
 
 
 def _join(base: Run, run_of: Any, runs: dict[frozenset, Run]) -> tuple[Joiner, torch.fx.GraphModule]:
@@ -302,17 +296,10 @@ def _unread_error(site: Any, code: str | None) -> TraceError:
     )
 
 
-def _results(run: Run) -> list[Any]:
-    """What ``run`` returns, flat (the inputs it writes left out)."""
-    node = next((n for n in reversed(run.traced.gm.graph.nodes) if n.op == "output"), None)
-    values = node.args[0] if node is not None else ()
-    return list(values)[len(run.traced.recorded.mutated):] if isinstance(values, (list, tuple)) else [values]
-
-
 def _aliased_output(first: Run, other: Run) -> str | None:
     """Where one run returns one tensor at two places and the other two different ones."""
     for run, twin in ((first, other), (other, first)):
-        ours, theirs = _results(run), _results(twin)
+        ours, theirs = run.results, twin.results
         if len(ours) != len(theirs):
             return None
         for i, x in enumerate(ours):
@@ -328,7 +315,7 @@ def _aliased_output(first: Run, other: Run) -> str | None:
 def _reordered_output(first: Run, other: Run) -> str | None:
     """Where both runs return values made before they part (the same node, at the same place
     of each run), at swapped places."""
-    ours, theirs = _results(first), _results(other)
+    ours, theirs = first.results, other.results
     if len(ours) != len(theirs) or not all(isinstance(v, torch.fx.Node) for v in (*ours, *theirs)):
         return None
     at_first = [first.index.get(n) for n in ours]
@@ -350,7 +337,7 @@ def _reordered_output(first: Run, other: Run) -> str | None:
 def _differing_output(first: Run, other: Run) -> str | None:
     """Where the two runs return a tensor at one place of the same structure and a constant
     at the other (``None``, a number), or two different constants: the first such output."""
-    ours, theirs = _results(first), _results(other)
+    ours, theirs = first.results, other.results
     if len(ours) != len(theirs):
         return None
     for k, (x, y) in enumerate(zip(ours, theirs)):

@@ -99,7 +99,6 @@ class Check:
         return raises_here(self.site.location, self.code)
 
 
-
 class TooManyDecisions(Exception):
     """A run met more decisions than the limit."""
 
@@ -122,9 +121,9 @@ def _empty_test(shape_env: Any, expr: sympy.Basic) -> bool:
     """Whether ``expr`` asks if a tensor the data sizes is empty (``Eq(4*u0, 0)``).  An
     operator asks it for its empty-input path (torch's C++ ``batch_norm`` on the rows a mask
     kept): both of the operator's paths are traced and joined, as a branch of the model's."""
-    if not isinstance(expr, (sympy.Eq, sympy.Ne)) or 0 not in (expr.lhs, expr.rhs):
+    size = _compared_with_zero(expr)
+    if size is None:
         return False
-    size = expr.rhs if expr.lhs == 0 else expr.lhs
     symbols = size.free_symbols
     if not symbols or not symbols <= set(free_unbacked_symbols(size)):
         return False
@@ -132,6 +131,13 @@ def _empty_test(shape_env: Any, expr: sympy.Basic) -> bool:
         return bool(shape_env.bound_sympy(size).lower >= 0)  # a count, not a value that may be negative
     except Exception:  # noqa: BLE001 - no bound known: not a size
         return False
+
+
+def _compared_with_zero(expr: sympy.Basic) -> sympy.Basic | None:
+    """For ``Eq(e, 0)`` or ``Ne(e, 0)``: ``e``; else None."""
+    if not isinstance(expr, (sympy.Eq, sympy.Ne)) or 0 not in (expr.lhs, expr.rhs):
+        return None
+    return expr.rhs if expr.lhs == 0 else expr.lhs
 
 
 def _anchor(graph: torch.fx.Graph | None) -> torch.fx.Node | None:
@@ -355,8 +361,7 @@ def loop_error(location: str | None, code: str | None, empty_test: bool = False)
 def tests_a_selection_for_none(decision: Decision) -> bool:
     """Whether ``decision`` asks if a selection the data sizes is empty (``Eq(u0, 0)`` with
     ``u0`` a size of ``nonzero``'s or ``where``'s result, not a value read with ``.item()``)."""
-    expr = decision.expression
-    if not isinstance(expr, (sympy.Eq, sympy.Ne)) or 0 not in (expr.lhs, expr.rhs):
+    if _compared_with_zero(decision.expression) is None:
         return False
     nodes = list(decision.bindings.values())
     return bool(nodes) and all(node.target not in ITEM_OPS for node in nodes)

@@ -30,7 +30,7 @@ import torch.utils._pytree as pytree
 from .._errors import Category, TraceError
 from .._torch_internals import asserts_kept_inside
 
-__all__ = ["WITNESS_STEPS", "DataLoop", "Loop", "after_loops_differ", "LoopBody", "LoopCondition", "LoopRefused", "loop_refusal", "operands_shape_env", "same_constant", "while_loop"]
+__all__ = ["WITNESS_STEPS", "DataLoop", "Loop", "after_loops_differ", "LoopBody", "LoopCondition", "LoopRefused", "loop_refusal", "operands_shape_env", "same_constant", "stopped_early", "while_loop"]
 
 
 @attrs.define(eq=False)
@@ -157,10 +157,9 @@ def after_loops_differ(run: Any, witness: Any) -> tuple[Loop, str] | None:
     before the first difference and why; None where they agree.  The program goes round as often as the data
     says, so forward may not depend on the count in Python (a counter, a list's length, an
     attribute changed each step, a ``break`` after some steps), which no graph shows."""
-    for loop in witness.loops:
-        if not loop.finished:
-            mine = next((m for m in run.loops if m.site == loop.site), loop)
-            return mine, "it stops after a number of steps Python counts (a break after some steps, enumerate's count, zip with a range, islice)"
+    stopped = stopped_early(run, witness.loops)
+    if stopped is not None:
+        return stopped
     ours, theirs = _outside_loops(run), _outside_loops(witness)
     for x, y in zip(ours, theirs):
         if x.op != y.op or (x.op != "get_attr" and x.target != y.target) or not _same_leaves(run, x, witness, y):
@@ -168,6 +167,19 @@ def after_loops_differ(run: Any, witness: Any) -> tuple[Loop, str] | None:
     if len(ours) != len(theirs):
         return run.loops[-1], _COUNTED
     return None
+
+
+def stopped_early(run: Any, loops: list[Loop]) -> tuple[Loop, str] | None:
+    """The first of a witness run's ``loops`` that stopped before its items ran out, as
+    ``run``'s loop at the same site, and why; None where every one went to its end."""
+    stopped = next((loop for loop in loops if not loop.finished), None)
+    if stopped is None:
+        return None
+    mine = next((loop for loop in run.loops if loop.site == stopped.site), stopped)
+    return mine, (
+        "it stops after a number of steps Python counts (a break after some steps, enumerate's count, zip with a "
+        "range, islice)"
+    )
 
 
 _COUNTED = (

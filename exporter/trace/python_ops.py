@@ -86,12 +86,23 @@ def _bound(value: Any) -> Any:
     return value.item() if _is_data_valued_index(value) else value
 
 
+def _without_ellipsis(t: torch.Tensor, items: list[Any]) -> list[Any] | None:
+    """``items`` with an ``...`` replaced by the whole slices it stands for in ``t`` (``None``
+    items take no dim of ``t``); None where there are two."""
+    if not any(i is Ellipsis for i in items):
+        return items
+    at = items.index(Ellipsis)
+    if any(i is Ellipsis for i in items[at + 1 :]):
+        return None
+    fill = t.dim() - sum(1 for i in items if i is not None and i is not Ellipsis)
+    return items[:at] + [slice(None)] * fill + items[at + 1 :]
+
+
 def _index_steps(t: torch.Tensor, items: list[Any]):
     """select / slice / unsqueeze calls equivalent to ``t[items]``, or None if not plain."""
-    if any(i is Ellipsis for i in items):
-        at = items.index(Ellipsis)
-        fill = t.dim() - sum(1 for i in items if i is not None and i is not Ellipsis)
-        items = items[:at] + [slice(None)] * fill + items[at + 1 :]
+    items = _without_ellipsis(t, items)
+    if items is None:
+        return None
     steps, dim = [], 0
     for item in items:
         if item is None:
@@ -138,12 +149,8 @@ def _put_steps(t: torch.Tensor, items: list[Any]) -> tuple[tuple[Any, ...], list
     the basic index the other items give (each such tensor replaced by ``slice(None)``),
     the shape of the view it selects, the dims of that view the tensors index, and the
     tensors, each as a 1-element index; None for any other index."""
-    if any(i is Ellipsis for i in items):
-        at = items.index(Ellipsis)
-        if Ellipsis in items[at + 1 :]:
-            return None
-        items = items[:at] + [slice(None)] * (t.dim() - len(items) + 1) + items[at + 1 :]
-    if len(items) > t.dim():
+    items = _without_ellipsis(t, items)
+    if items is None or len(items) > t.dim():
         return None
     basic, shape, dims, indices = [], [], [], []
     for size, item in zip(t.shape, items):
