@@ -16,10 +16,12 @@ RAISES_HERE = "forward() raises for this input"
 raises (an input check): the program runs only the other side."""
 
 
-def raises_here(location: str | None, code: str | None) -> str:
-    """The whole message of such an assert, naming the user's line."""
+def raises_here(location: str | None, code: str | None, raised: str | None = None) -> str:
+    """The whole message of such an assert, naming the user's line that decided and, where
+    known, what forward raised on that side (``ValueError: negative input, at model.py:14``)."""
     line = f" (`{code}`)" if code else ""
-    return f"{RAISES_HERE} at {location or 'an unknown line'}{line}; the program runs only the side that does not"
+    error = f": {raised}" if raised else ""
+    return f"{RAISES_HERE} at {location or 'an unknown line'}{line}{error}; the program runs only the side that does not"
 
 
 @attrs.frozen

@@ -36,11 +36,26 @@ class Run:
     schedule: dict
     calls: dict[torch.fx.Node, tuple[int, ...]] = attrs.field(factory=dict)
     """Node -> the user's function calls it was made in (``UserCalls``)."""
+    checks: list = attrs.field(factory=list)
+    """The decisions the run held because their other side raises (``decide.Check``)."""
+    loops: list = attrs.field(factory=list)
+    """The run's loops over data-sized tensors (``loops.Loop``)."""
 
     def __attrs_post_init__(self) -> None:
         _items_after_their_op(self.graph)
         self.nodes: list[torch.fx.Node] = list(self.graph.nodes)
         self.index = {node: i for i, node in enumerate(self.nodes)}
+        self.held_at: dict[torch.fx.Node, list[Any]] | None = {}
+        """Each held check by the node after which the program asserts it: the last of the
+        nodes binding its symbols and the one made before it was asked (None: a check whose
+        symbols the graph does not bind)."""
+        for check in self.checks:
+            bound = [n for n in check.bindings.values() if n in self.index]
+            if len(bound) != len(check.bindings) or not bound:
+                self.held_at = None
+                break
+            at = max([*bound, *([check.anchor] if check.anchor in self.index else [])], key=self.index.__getitem__)
+            self.held_at.setdefault(at, []).append(check)
         self.placeholders = [n for n in self.nodes if n.op == "placeholder"]
         self.output = self.nodes[-1]
         values = list(self.output.args[0])
@@ -226,8 +241,15 @@ class _Comparison:
         return True
 
 
+def _held(run: Run, node: torch.fx.Node) -> tuple:
+    return tuple((check.site, check.value) for check in (run.held_at or {}).get(node, ()))
+
+
 def _same_node(c: _Comparison, a: torch.fx.Node, b: torch.fx.Node) -> bool:
-    """Whether nodes ``a`` (first run) and ``b`` (second) compute the same value."""
+    """Whether nodes ``a`` (first run) and ``b`` (second) compute the same value, and the
+    program asserts the same held decisions after them."""
+    if _held(c.a, a) != _held(c.b, b):
+        return False
     gen = c.generality
     if gen is not None and a.op == b.op == "call_function" and is_view(a) and is_view(b) and (
         a.target != b.target or not _same_args(c, (a.args, a.kwargs), (b.args, b.kwargs))

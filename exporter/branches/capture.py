@@ -20,6 +20,8 @@ from ..trace.module_function import Recorded
 from .align import Parted, Run, Unjoinable
 from .decide import (
     Decider,
+    Learned,
+    Pin,
     Site,
     TooManyDecisions,
     limit_error,
@@ -29,7 +31,7 @@ from .decide import (
     tests_a_selection_for_none,
 )
 from .join import DataLoop, Joiner, ModeInside, Unread, interpreted
-from .loops import WITNESS_STEPS, LoopRefused, after_loops_differ, loop_refusal, same_constant, stopped_early
+from .loops import WITNESS_STEPS, CarryNeeded, LoopRefused, after_loops_differ, loop_refusal, same_constant, stopped_early
 
 __all__ = ["BRANCH_MODES", "DEFAULT_MAX_RUNS", "capture"]
 
@@ -43,27 +45,94 @@ DEFAULT_MAX_RUNS = 32
 """Runs of forward one export may make for branch capture (one per decision, and one)."""
 
 
-class _SideRaises(Exception):
-    """A run of forward raised on the side of a decision it was told to take."""
-
-    def __init__(self, site: Site, value: bool) -> None:
-        super().__init__(site, value)
-        self.site, self.value = site, value
+class _Learned(Exception):
+    """A run of forward found something every run must hold (``Learned``): the runs start over."""
 
 
-def _raising_side(error: TraceError, decider: Decider) -> _SideRaises | None:
-    """Where forward raised (an input check: ``if (x < 0).any(): raise ValueError``) right
-    after a decision: that decision's side raises, so the program takes the other one and
-    checks it when it runs, as ``torch._check`` would."""
-    if error.category is not Category.MODEL_ERROR or not decider.decisions or not raised_by_model(error):
+def _learn(error: BaseException, decider: Decider, learned: Learned, max_runs: int) -> bool:
+    """What a run that failed with ``error`` teaches the runs after it: numbers a loop must
+    carry, or, where the model raised, a decision to hold (``_hold_after_raise``).  False
+    where it teaches nothing."""
+    for cause in _chain(error):
+        if isinstance(cause, CarryNeeded):
+            site, names = cause.site, cause.names
+            known = learned.carried.get(site, ())
+            if set(names) <= set(known) or len(learned.carried) >= max_runs:
+                return False
+            learned.carried[site] = tuple(dict.fromkeys((*known, *names)))
+            return True
+    if not isinstance(error, TraceError) or len(learned.checked) >= max_runs:
+        return False
+    return _hold_after_raise(error, decider, learned)
+
+
+def _hold_after_raise(error: TraceError, decider: Decider, learned: Learned) -> bool:
+    """Where forward raised (an input check: ``if (x < 0).any(): raise ValueError``), the
+    path of decisions the run took leads to the raise: hold the last decision on it that is
+    not held yet to its other side, after the same path (a pin the program asserts, as
+    ``torch._check`` would).  A held decision on the path raised on both sides then: let it
+    go and try the one before.  False where no decision is left: forward raises whatever the
+    data.  Searched so, the side that raises is found, not assumed."""
+    if error.category is not Category.MODEL_ERROR or not raised_by_model(error):
+        return False
+    raised = _what_raised(error)
+    for k in reversed(range(len(decider.path))):
+        site, value, held = decider.path[k]
+        key = (decider.prefix(k), site)
+        if held:
+            learned.checked.pop(key, None)
+            continue
+        learned.checked[key] = Pin(not value, raised)
+        return True
+    return False
+
+
+def _what_raised(error: TraceError) -> str:
+    """``ValueError: negative input, at model.py:14``: the model's exception and its line."""
+    cause = error.__cause__ or error
+    text = " ".join(str(cause).split())
+    said = f"{type(cause).__name__}: {text}" if text else type(cause).__name__
+    if len(said) > 200:
+        said = said[:197] + "..."
+    return f"{said}, at {error.location}" if error.location else said
+
+
+def _loop_state_error(error: BaseException, decider: Decider) -> TraceError | None:
+    """For a run that failed reading a local that a loop's steps rebind and the trace unbound
+    after the loop (``loops.DataLoop``): the refusal naming it and the line that reads it."""
+    for cause in _chain(error):
+        name = _unbound_name(cause)
+        for loop in decider.loops if name else ():
+            if name in loop.unbound:
+                at = getattr(error, "location", None)
+                how, hint = loop.unbound[name]
+                return loop_refusal(
+                    loop, f"forward reads `{name}` after it" + (f" at {at}" if at else "")
+                    + f", and its steps change it ({how}), which the program cannot carry", hint=hint,
+                )
+    return None
+
+
+def _unbound_name(error: BaseException) -> str | None:
+    """The variable an ``UnboundLocalError`` or ``NameError`` names (Python sets ``name`` on
+    some only)."""
+    if not isinstance(error, NameError):
         return None
-    last = decider.decisions[-1]
-    if last.site in decider.checked:
-        return None
-    return _SideRaises(last.site, not last.value)
+    if getattr(error, "name", None):
+        return error.name
+    found = re.search(r"variable '(\w+)'", str(error))
+    return found.group(1) if found else None
 
 
-def _runner(request: Any, runs: dict[frozenset, Run], max_runs: int, checked: dict[Site, bool]) -> Any:
+def _chain(error: BaseException):
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
+
+
+def _runner(request: Any, runs: dict[frozenset, Run], max_runs: int, learned: Learned) -> Any:
     """``run_of(schedule)``: the run of forward that takes the scheduled decisions (traced
     on first asking, at most ``max_runs`` of them)."""
 
@@ -72,19 +141,22 @@ def _runner(request: Any, runs: dict[frozenset, Run], max_runs: int, checked: di
         if key not in runs:
             if len(runs) >= max_runs:
                 raise _TooManyRuns(next((s for s, v in schedule.items() if not v), None))
-            decider = Decider(schedule, limit=max_runs - 1, checked=checked)
+            decider = Decider(schedule, limit=max_runs - 1, learned=learned)
             try:
                 traced = tracer.run(request, decider)
             except TooManyDecisions:
                 raise
             except TraceError as error:
-                raises = _raising_side(error, decider)
-                if raises is not None and len(checked) < max_runs:
-                    raise raises from error
+                unbound = _loop_state_error(error, decider)
+                if unbound is not None:
+                    raise unbound from error
+                if _learn(error, decider, learned, max_runs):
+                    raise _Learned() from error
                 raise refusal(error, max_runs - 1) or error
-            runs[key] = Run(traced, list(decider.decisions), dict(schedule), decider.calls.of_node)
-            runs[key].checks = list(decider.checks)
-            runs[key].loops = list(decider.loops)
+            runs[key] = Run(
+                traced, list(decider.decisions), dict(schedule), decider.calls.of_node, list(decider.checks),
+                list(decider.loops),
+            )
         return runs[key]
 
     return run_of
@@ -123,24 +195,25 @@ def capture(
         root, bound, plan, fast=fast, prefer_deferred_runtime_asserts_over_guards=prefer_deferred_runtime_asserts_over_guards,
         training=training,
     )
-    checked: dict[Site, bool] = {}  # decisions whose other side raises
+    learned = Learned()  # decisions held where their other side raises; numbers loops carry
     while True:
-        decider = Decider({}, limit=max_runs - 1, checked=checked)  # each decision needs a run of its own
+        decider = Decider({}, limit=max_runs - 1, learned=learned)  # each decision needs a run of its own
         try:
             traced = tracer.run(first, decider)
         except TooManyDecisions as too_many:
             raise refusal(too_many, max_runs - 1) from None
         except TraceError as error:
-            raises = _raising_side(error, decider)
-            if raises is None or len(checked) >= max_runs:
+            unbound = _loop_state_error(error, decider)
+            if unbound is not None:
+                raise unbound from error
+            if not _learn(error, decider, learned, max_runs):
                 raise refusal(error, max_runs - 1) or error
-            checked[raises.site] = raises.value
             continue
         break
     if not decider.decisions and not decider.loops:
         state = tracer.finish(first, traced)
-        if checked:
-            state.branch_report = BranchReport((), 1, _checked_lines(checked))
+        if learned.checked:
+            state.branch_report = BranchReport((), 1, _checked_lines(decider.checks))
         return state
     # forward branches on values: every run from here on shares one fake world, so their graphs
     # read the same inputs and symbols, and is traced the same way (functionalized if any is)
@@ -153,7 +226,7 @@ def capture(
             training=training, shared_world=True, always_functionalize=functionalize, python=first.python,
         )
         runs: dict[frozenset, Run] = {}
-        run_of = _runner(request, runs, max_runs, checked)
+        run_of = _runner(request, runs, max_runs, learned)
         try:
             base = run_of({})
             joiner, joined = _join(base, run_of, runs)
@@ -171,9 +244,8 @@ def capture(
             raise _mode_error(*inside.args) from None
         except LoopRefused as refused:
             raise loop_refusal(*refused.args) from None
-        except _SideRaises as raises:
-            checked[raises.site] = raises.value  # the runs start over, holding it
-            attempts -= 1
+        except _Learned:
+            attempts -= 1  # the runs start over, holding what was learned
             continue
         except Parted as parted:
             if functionalize:
@@ -186,7 +258,7 @@ def capture(
     else:
         raise _parted_error(None)
     _check_structures(runs)
-    _witness_loops(request, runs, checked, max_runs)
+    _witness_loops(request, runs, learned, max_runs)
     recorded = Recorded(
         out_spec=base.traced.recorded.out_spec,
         mutated=list(joiner.universe),
@@ -199,22 +271,23 @@ def capture(
             raise loop_refusal(joiner.loops[-1][0], f"torch.while_loop refuses it: {error.message}") from error
         raise _join_error(joiner, error) from error
     state = tracer.finish(request, traced)
-    state.branch_report = attrs.evolve(_report(joiner, base, runs), checked=_checked_lines(checked))
+    checks = [check for run in runs.values() for check in run.checks]
+    state.branch_report = attrs.evolve(_report(joiner, base, runs), checked=_checked_lines(checks))
     return state
 
 
-def _witness_loops(request: Any, runs: dict[frozenset, Run], checked: dict[Site, bool], max_runs: int) -> None:
+def _witness_loops(request: Any, runs: dict[frozenset, Run], learned: Learned, max_runs: int) -> None:
     """Trace once more each run that first goes round a loop, going round it more often, and
     refuse the loop where forward outside the loops then differs (``after_loops_differ``):
     the program would go on as after two steps, whatever the count."""
     seen: set[Site] = set()
     for run in list(runs.values()):
-        loops = [loop for loop in getattr(run, "loops", ()) if loop.site not in seen]
+        loops = [loop for loop in run.loops if loop.site not in seen]
         if not loops:
             continue
         seen.update(loop.site for loop in run.loops)
         for steps in WITNESS_STEPS:
-            decider = Decider(run.schedule, limit=max_runs - 1, checked=checked, steps=steps)
+            decider = Decider(run.schedule, limit=max_runs - 1, learned=learned, steps=steps)
             try:
                 traced = tracer.run(request, decider)
             except (TraceError, TooManyDecisions) as error:
@@ -223,8 +296,10 @@ def _witness_loops(request: Any, runs: dict[frozenset, Run], checked: dict[Site,
                     raise loop_refusal(*stopped) from error
                 why = f"forward fails where it goes round {steps} time(s) ({getattr(error, 'message', error)})"
                 raise loop_refusal(loops[0], why) from error
-            witness = Run(traced, list(decider.decisions), dict(run.schedule), decider.calls.of_node)
-            witness.loops = list(decider.loops)
+            witness = Run(
+                traced, list(decider.decisions), dict(run.schedule), decider.calls.of_node, list(decider.checks),
+                list(decider.loops),
+            )
             differs = after_loops_differ(run, witness)
             if differs is not None:
                 raise loop_refusal(*differs)
@@ -386,8 +461,9 @@ def _join_error(joiner: Joiner, error: TraceError) -> TraceError:
     )
 
 
-def _checked_lines(checked: dict[Site, bool]) -> tuple[str, ...]:
-    return tuple(site.location or "?" for site in checked)
+def _checked_lines(checks: list[Any]) -> tuple[str, ...]:
+    """The lines of the decisions the program asserts, each once."""
+    return tuple(dict.fromkeys(check.site.location or "?" for check in checks))
 
 
 def _unique(items: Any) -> list[Any]:

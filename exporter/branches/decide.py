@@ -38,8 +38,9 @@ from .._torch_internals import (
 from ..trace.stacks import UserCalls
 from ..trace.write_watch import writes
 from .loops import DataLoop, Loop, loop_refusal
+from .state import iterated_by_for
 
-__all__ = ["ITEM_OPS", "Check", "Decider", "Decision", "Site", "TooManyDecisions", "limit_error", "loop_error", "raised_by_model", "refusal", "tests_a_selection_for_none"]
+__all__ = ["ITEM_OPS", "Check", "Decider", "Decision", "Learned", "Pin", "Site", "TooManyDecisions", "limit_error", "loop_error", "raised_by_model", "refusal", "tests_a_selection_for_none"]
 
 ITEM_OPS = (torch.ops.aten.item.default, torch.ops.aten._local_scalar_dense.default)
 """The ops that read a tensor's one value into Python (``.item()``, ``bool(t)``)."""
@@ -82,6 +83,27 @@ class Decision:
     """The node of this run's graph that binds each symbol of ``expression``."""
 
 
+@attrs.frozen
+class Pin:
+    """A decision held to ``value`` where the runs before it took the same path: every run
+    that took its other side there raised (``raised``: the model's error, and where)."""
+
+    value: bool
+    raised: str | None = None
+
+
+@attrs.define
+class Learned:
+    """What the runs of one export found out about forward, which every later run holds."""
+
+    checked: dict[tuple[tuple[tuple[Site, bool], ...], Site], Pin] = attrs.field(factory=dict)
+    """(the decisions a run took before it, in order; a decision's site) -> the pin that
+    holds it there: its other side raises after that path, and the program asserts so."""
+    carried: dict[Site, tuple[str, ...]] = attrs.field(factory=dict)
+    """A loop's site -> the numbers its steps rebind in the loop's own frame, carried from
+    step to step as values of the while_loop (``loops.DataLoop``)."""
+
+
 @attrs.define(eq=False)
 class Check:
     """A decision whose other side raises: the run held ``fact``, which the program asserts."""
@@ -92,11 +114,17 @@ class Check:
     """The node of the run's graph that binds each symbol of ``fact``."""
     code: str | None = None
     """The user's source line that asked."""
+    raised: str | None = None
+    """What forward raised on the other side, and where."""
+    value: bool = True
+    """The value the decision is held to."""
+    anchor: torch.fx.Node | None = None
+    """The last node the trace keeps made before it was asked (see ``Decision.anchors``)."""
 
     @property
     def message(self) -> str:
         """What the program's assert says when an input takes the side that raises."""
-        return raises_here(self.site.location, self.code)
+        return raises_here(self.site.location, self.code, self.raised)
 
 
 class TooManyDecisions(Exception):
@@ -156,19 +184,66 @@ def _user_line() -> tuple[str | None, str | None, bool]:
     """The innermost user frame's ``file:line`` and source, and whether the model's own code
     asked (only torch's bool conversion and the ShapeEnv run between it and here), rather
     than an operator or other torch code the model called."""
-    frame = sys._getframe(2)
+    frame, direct = _user_frame(sys._getframe(2))
+    if frame is None:
+        return None, None, False
+    filename = os.path.abspath(frame.f_code.co_filename)
+    code = linecache.getline(filename, frame.f_lineno).strip() or None
+    return f"{filename}:{frame.f_lineno}", code, direct
+
+
+_LEFT = (
+    "it is left before its end (a `break`, a `return` or an exception inside it), where a torch.while_loop goes "
+    "round to the end"
+)
+
+
+def _handed_on(code: str | None) -> tuple[str, str]:
+    """Why a data-sized tensor handed to something that iterates it (``enumerate``, ``zip``,
+    ``islice``, a comprehension) cannot be one while_loop, and what to write instead."""
+    said = code or ""
+    if "zip(" in said:
+        return (
+            "it goes over the tensor side by side with something else (`zip`), whose own count Python keeps where no "
+            "frame shows it", "go over one tensor that holds both, `for v, c in torch.stack([values, counts], 1):`, or "
+            "export with branches='draft' to follow the example's count",
+        )
+    if "enumerate(" in said:
+        return (
+            "it counts the steps with `enumerate`, whose count Python keeps where no frame shows it",
+            "count in the loop's own function (`i = 0` before the loop, `i += 1` at the end of each step), which the "
+            "loop carries; or export with branches='draft' to follow the example's count",
+        )
+    if "islice(" in said:
+        return (
+            "it takes a number of items Python counts (`islice`)",
+            "take the items first (`rows[:3]`) and loop over those, or export with branches='draft' to follow the "
+            "example's count",
+        )
+    return (
+        "the tensor is handed to something that iterates it (a comprehension, a generator, `list`, `sum`, "
+        "`map`) rather than to a `for` statement, and only a `for` statement over the tensor itself can be a "
+        "torch.while_loop",
+        "write a `for` statement over the tensor that writes each step's result into a tensor made before the loop "
+        "(a running sum, a mask), or compute on the whole tensor at once; or export with branches='draft' to follow "
+        "the example's count",
+    )
+
+
+def _user_frame(frame: Any) -> tuple[Any, bool]:
+    """The innermost user frame at or outside ``frame``, and whether only torch's bool
+    conversion, the ShapeEnv and exporter run between it and ``frame``."""
     direct, settled = True, False
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)
         if not is_library_frame(filename):
-            code = linecache.getline(filename, frame.f_lineno).strip() or None
-            return f"{filename}:{frame.f_lineno}", code, direct
+            return frame, direct
         if not settled and filename.startswith(PYTHON_BRANCH_DIRS):
             settled = True  # torch's own Python asked, as a model would
         elif not settled and filename not in QUERY_FILES and not filename.startswith(_PACKAGE):
             direct = False
         frame = frame.f_back
-    return None, None, False
+    return None, False
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -179,14 +254,14 @@ class Decider:
     schedule is silent) and records each ``Decision``."""
 
     def __init__(
-        self, schedule: dict[Site, bool] | None = None, *, limit: int = 32, checked: dict[Site, bool] | None = None,
+        self, schedule: dict[Site, bool] | None = None, *, limit: int = 32, learned: Learned | None = None,
         steps: int = DataLoop.STEPS,
     ) -> None:
         self.schedule = dict(schedule or {})
         self.steps = steps
         """How many times the run goes round each loop over a data-sized tensor."""
-        self.checked = dict(checked or {})
-        """Sites whose other side raises: held to this value and checked when the program runs."""
+        self.learned = learned if learned is not None else Learned()
+        """Decisions held where their other side raises, and the numbers loops carry."""
         self.limit = limit
         self.active = True
         self.reset()
@@ -195,10 +270,14 @@ class Decider:
         """Forget the decisions of a run that was abandoned (the next way of tracing starts over)."""
         self.decisions: list[Decision] = []
         self.checks: list[Check] = []
+        self.path: list[tuple[Site, bool, bool]] = []
+        """Every decision and check of the run in order: its site, its value, whether held."""
         self.loops: list[Loop] = []
         self._known: dict[sympy.Basic, Decision] = {}
+        self._held: dict[sympy.Basic, bool] = {}
         self._occurrences: dict[tuple[str, str | None], int] = {}
         self._item_symbols: dict[torch.fx.Node, sympy.Symbol] = {}
+        self._item_nodes: dict[sympy.Symbol, torch.fx.Node] = {}
         self.calls = UserCalls()
         """The user's function calls each node of the run was made in (recorded by the tracer)."""
 
@@ -210,6 +289,17 @@ class Decider:
             raise error
         inside = self._open_loop()
         if inside is not None:
+            if inside.left:
+                raise loop_refusal(inside, _LEFT) from error
+            tested = sorted({inside.carried_symbols[s] for s in free_unbacked_symbols(expr) if s in inside.carried_symbols})
+            if tested:
+                names = ", ".join(f"`{n}`" for n in tested)
+                raise loop_refusal(
+                    inside, f"a step tests {names}, which the steps change (`{code}` at {location}): each step "
+                    "would decide otherwise, and a torch.while_loop's body is one program",
+                    hint="compute both outcomes and pick with torch.where inside the loop, or export with "
+                    "branches='draft' to follow the example",
+                ) from error
             raise loop_refusal(
                 inside, f"it branches on a tensor's value inside (`{code}` at {location})",
                 hint="compute both outcomes and pick with torch.where inside the loop, or export with "
@@ -221,9 +311,13 @@ class Decider:
         anchor = _anchor(graph)
         position = 0
         bindings = _binding_nodes(graph, set(free_unbacked_symbols(expr)))
-        canonical = self._canonical(expr, bindings)
+        canonical, bindings = self._canonical(expr, bindings)
         known = self._known.get(canonical)
         negated = self._known.get(sympy.Not(canonical)) if known is None else None
+        held = self._held.get(canonical, None if sympy.Not(canonical) not in self._held else not self._held[sympy.Not(canonical)])
+        if held is not None and known is None and negated is None:  # a held decision asked again
+            assume(shape_env, expr if held else sympy.Not(expr))
+            return held
         if known is not None or negated is not None:
             decision = known or negated
             value = decision.value if known is not None else not decision.value
@@ -236,14 +330,20 @@ class Decider:
                 repeated = self._occurrences.get((module, location), 0) * 2 > len(self.decisions)
                 raise TooManyDecisions(location, code if repeated else None) from error
             site = self._next_site(module, location)
-            if site in self.checked:
-                value = self.checked[site]
+            pin = self.learned.checked.get((self.prefix(), site))
+            if pin is not None:
+                value = pin.value
                 fact = expr if value else sympy.Not(expr)
-                check = Check(site, fact, _binding_nodes(graph, set(free_unbacked_symbols(fact))), code)
+                check = Check(
+                    site, fact, _binding_nodes(graph, set(free_unbacked_symbols(fact))), code, pin.raised, value, anchor
+                )
                 check_at_run_time(shape_env, fact, check.message)
                 self.checks.append(check)
+                self.path.append((site, value, True))
+                self._held[canonical] = value
                 return value
             value = self.schedule.get(site, True)
+            self.path.append((site, value, False))
             decision = Decision(
                 site, canonical, value, position, stack, code, uses=[(position, stack)], anchors=[anchor], bindings=bindings
             )
@@ -258,26 +358,30 @@ class Decider:
         tensor is then iterated as torch iterates it, which needs the length)."""
         if not self.active:
             return None
-        location, code, direct = _user_line()
-        if not direct:
+        frame, direct = _user_frame(sys._getframe(1))
+        if frame is None or not direct:
             return None
-        inside = self._open_loop()
-        if inside is not None and inside.site.location == location and inside.taken == 0:
-            raise loop_refusal(
-                inside, "it goes over two data-sized tensors side by side (`zip`), and a torch.while_loop goes over one",
-                hint="go over one tensor that holds both, `for v, c in torch.stack([values, counts], 1):`, or export "
-                "with branches='draft' to follow the example's count",
-            )
-        if inside is not None:
-            raise loop_refusal(
-                inside, f"another loop over a data-sized tensor starts before it ends (`{code}` at {location}): "
-                "a loop inside it, or it was left early",
-            )
+        location = f"{os.path.abspath(frame.f_code.co_filename)}:{frame.f_lineno}"
+        code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip() or None
         stack = tuple(current_module_stack())
         module = stack[-1] if stack else ""
+        inside = self._open_loop()
+        if inside is not None:
+            raise loop_refusal(
+                inside, _LEFT if inside.left else
+                f"another loop over a data-sized tensor starts inside it (`{code}` at {location})",
+            )
+        if not iterated_by_for(frame):
+            raise loop_refusal(Loop(self._next_site(module, location), code), *_handed_on(code))
         loop = Loop(self._next_site(module, location), code)
         self.loops.append(loop)
-        return DataLoop(tensor, loop, lambda: _anchor(traced_graph()), self.steps)
+        carried = self.learned.carried.get(loop.site, ())
+        return DataLoop(tensor, loop, lambda: _anchor(traced_graph()), self.steps, frame=frame, carried=carried)
+
+    def prefix(self, length: int | None = None) -> tuple[tuple[Site, bool], ...]:
+        """The sites and values of the run's first ``length`` decisions and checks (all of them
+        for None): the path a pin holds after."""
+        return tuple((site, value) for site, value, _ in self.path[:length])
 
     def _next_site(self, module: str, location: str | None) -> Site:
         """The site of the next question this line asks in this module call (its occurrence
@@ -289,17 +393,24 @@ class Decider:
     def _open_loop(self) -> Loop | None:
         return next((loop for loop in self.loops if not loop.finished), None)
 
-    def _canonical(self, expr: sympy.Basic, bindings: dict[sympy.Symbol, torch.fx.Node]) -> sympy.Basic:
+    def _canonical(
+        self, expr: sympy.Basic, bindings: dict[sympy.Symbol, torch.fx.Node]
+    ) -> tuple[sympy.Basic, dict[sympy.Symbol, torch.fx.Node]]:
         """``expr`` with every symbol that is an ``.item()`` of a tensor replaced by the first
-        symbol this run took from the same value: two reads of one value are one value, also
-        where each ``bool(t)`` computed ``t != 0`` again before reading it."""
-        replace = {}
+        symbol this run took from the same value (two reads of one value are one value, also
+        where each ``bool(t)`` computed ``t != 0`` again before reading it), and the node
+        that binds each of its symbols."""
+        replace, bound = {}, {}
         for symbol, node in bindings.items():
             if node.target in ITEM_OPS and node.args:
                 first = self._item_symbols.setdefault(_value_key(node.args[0]), symbol)
+                self._item_nodes.setdefault(first, node)
                 if first is not symbol:
                     replace[symbol] = first
-        return expr.xreplace(replace) if replace else expr
+                    bound[first] = self._item_nodes[first]
+                    continue
+            bound[symbol] = node
+        return (expr.xreplace(replace) if replace else expr), bound
 
 
 def _value_key(node: Any, depth: int = 8) -> Any:

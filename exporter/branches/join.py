@@ -183,7 +183,6 @@ class Joiner:
         """The decisions being joined now (their regions' surroundings are copied without them)."""
         self.decisions: list[tuple[Decision, dict[Site, bool], int]] = []
         """Every decision joined: the decision, the decisions fixed around it, its regions."""
-        self._held: dict[int, dict[torch.fx.Node, list[Any]]] = {}
         self._loops: dict[int, dict[int, tuple[Loop, Iterations]]] = {}
         self.loops: list[tuple[Loop, int]] = []
         """Every loop over a data-sized tensor joined as a while_loop, with how many values it carries."""
@@ -258,7 +257,7 @@ class Joiner:
         found = self._loops.get(id(run))
         if found is None:
             found = self._loops[id(run)] = {}
-            for loop in getattr(run, "loops", ()):
+            for loop in run.loops:
                 iterations = compare(run, loop, run.constant)
                 found[run.index[loop.counter[0]] + 1] = (loop, iterations)
         return found
@@ -311,17 +310,11 @@ class Joiner:
         self.loops.append((loop, len(carried)))
 
     def _checks_after(self, run: Run) -> dict[torch.fx.Node, list[Any]]:
-        """The run's held decisions by the last node binding their symbols: each is asserted
-        in the graph that node is copied into (a branch's, where it was held inside one)."""
-        found = self._held.get(id(run))
-        if found is None:
-            found = self._held[id(run)] = {}
-            for check in getattr(run, "checks", ()):
-                nodes = [n for n in check.bindings.values() if n in run.index]
-                if len(nodes) != len(check.bindings) or not nodes:
-                    raise Unjoinable(run, run)
-                found.setdefault(max(nodes, key=run.index.__getitem__), []).append(check)
-        return found
+        """The run's held decisions by the node after which each is asserted, in the graph
+        that node is copied into (a branch's, where it was held inside one)."""
+        if run.held_at is None:
+            raise Unjoinable(run, run)
+        return run.held_at
 
     # -- spans
 

@@ -14,23 +14,36 @@ the first made where the first read one from before the loop, that value is carr
 step to step (the counter, ``keep_mask`` after ``keep_mask[idx] = True``, a sum).  Forward
 after the loop may read only the carried values as the last step left them.
 
+Python state the steps change is found, not sampled (``state.py``): the run fingerprints
+what the loop's frames reach before the loop and after each step.  A number the steps rebind
+in the loop's own frame (a count, a flag) is carried: each step starts from it read out of a
+0-d tensor and hands its new value on as one, so the while_loop carries it and forward after
+the loop reads what the last step left, as eager does after any count, none included.  Any
+other local the steps rebind is unbound after the loop, so forward fails where it reads it;
+an attribute, a container's contents or another frame's local the steps change is refused.
+
 What cannot be one loop is refused naming the line: iterations that compute different
 things, a value of one iteration read after the loop (items collected into a list), a loop
-left early, a branch on a tensor's value inside the loop, a loop inside such a loop."""
+left early, a branch on a tensor's value inside the loop, a loop inside such a loop, a loop
+Python does not run itself over the tensor (``enumerate``, ``zip``, ``islice``, a
+comprehension), whose own count no frame shows."""
 
 from __future__ import annotations
 
+import linecache
 import math
 from typing import Any
 
 import attrs
+import sympy
 import torch
 import torch.utils._pytree as pytree
 
 from .._errors import Category, TraceError
 from .._torch_internals import asserts_kept_inside
+from .state import MISSING, Change, Kind, assigned_at, changes, kind_of, scope, set_local, snapshot, unbind_local
 
-__all__ = ["WITNESS_STEPS", "DataLoop", "Loop", "after_loops_differ", "LoopBody", "LoopCondition", "LoopRefused", "loop_refusal", "operands_shape_env", "same_constant", "stopped_early", "while_loop"]
+__all__ = ["WITNESS_STEPS", "CarryNeeded", "DataLoop", "Loop", "after_loops_differ", "LoopBody", "LoopCondition", "LoopRefused", "loop_refusal", "operands_shape_env", "same_constant", "stopped_early", "while_loop"]
 
 
 @attrs.define(eq=False)
@@ -48,6 +61,17 @@ class Loop:
     """Whether the loop asked for a third item (and was told it was done)."""
     taken: int = 0
     """How many items the loop has taken."""
+    carried: tuple[str, ...] = ()
+    """The numbers of the loop's frame carried from step to step, by name."""
+    state: list[list[torch.fx.Node | None]] = attrs.field(factory=list)
+    """The 0-d tensor of each carried number before the loop and after each step."""
+    carried_symbols: dict[Any, str] = attrs.field(factory=dict)
+    """The symbol each step reads a carried number as -> the number's name."""
+    left: bool = False
+    """Whether forward dropped the loop's iterator before its end (``break``, ``return``)."""
+    unbound: dict[str, tuple[str, str]] = attrs.field(factory=dict)
+    """Locals the steps rebind and the trace unbound after the loop: how they changed, and
+    what to do instead."""
 
 
 class LoopRefused(Exception):
@@ -69,14 +93,40 @@ def loop_refusal(loop: Loop, why: str, hint: str | None = None) -> TraceError:
     )
 
 
+class CarryNeeded(TraceError):
+    """A loop's steps rebind numbers of its frame that the run did not carry (``names``): the
+    runs start over carrying them.  Raised through the model's code, so an ``ExportError``."""
+
+    def __init__(self, loop: Loop, names: tuple[str, ...]) -> None:
+        super().__init__(
+            f"the steps of the loop rebind {', '.join(f'`{n}`' for n in names)}, which the runs must carry",
+            category=Category.BRANCH_CAPTURE, location=loop.site.location,
+        )
+        self.site, self.names = loop.site, names
+
+
 class DataLoop:
     """The iterator a run of forward gets for ``iter(tensor)`` of a data-sized tensor: two
-    symbolic items, then done (see the module doc)."""
+    symbolic items, then done (see the module doc).  ``frame``, the user's frame whose
+    ``for`` statement goes round, is fingerprinted before the loop and after each step;
+    ``carried`` names its numbers that go round as values of the loop."""
 
     STEPS = 2
 
-    def __init__(self, tensor: torch.Tensor, loop: Loop, anchor: Any, steps: int = STEPS) -> None:
+    def __init__(
+        self, tensor: torch.Tensor, loop: Loop, anchor: Any, steps: int = STEPS, frame: Any = None,
+        carried: tuple[str, ...] = (),
+    ) -> None:
         self.tensor, self.loop, self._anchor, self.steps = tensor, loop, anchor, steps
+        self.frame = frame
+        self.frames = scope(frame) if frame is not None else []
+        loop.carried = tuple(carried)
+        self.states: list[dict] = []
+        self.kinds: dict[str, Kind] = {}
+        self.values: list[list[torch.Tensor]] = []
+        if frame is not None:
+            self.states.append(snapshot(self.frames, frozenset(loop.carried)))
+            self._hand_on()
         self.counter = torch.zeros((), dtype=torch.long, device=tensor.device)
         loop.counter.append(anchor())
         self.taken = 0
@@ -86,16 +136,192 @@ class DataLoop:
 
     def __next__(self) -> torch.Tensor:
         if self.taken:
+            if self.frame is not None:
+                self.states.append(snapshot(self.frames, frozenset(self.loop.carried)))
+                self._hand_on()
             self.counter = self.counter + 1
             self.loop.counter.append(self._anchor())
         if self.taken == self.steps:
             self.loop.finished = True
+            if self.frame is not None:
+                self._leave()
             raise StopIteration
         self.taken += 1
         self.loop.taken = self.taken
+        self._take()
         item = torch.ops.aten.index_select.default(self.tensor, 0, self.counter.reshape(1))
         self.loop.items.append(self._anchor())
         return item.squeeze(0)
+
+    def _hand_on(self) -> None:
+        """Each carried number as the 0-d tensor the loop carries: before the loop, its value
+        there; after a step, the value the step left."""
+        tensors, marks = [], []
+        for name in self.loop.carried:
+            value = self.frame.f_locals.get(name, MISSING)
+            kind = _kind(value)
+            expected = self.kinds.setdefault(name, kind) if kind is not None else None
+            if kind is None or kind is not expected:
+                raise loop_refusal(self.loop, f"it carries `{name}`, which is {_described(value)} "
+                                  + ("before it" if not self.values else "after a step")
+                                  + (f" and {expected.name.lower()} elsewhere" if expected is not None else "")
+                                  + ": a while_loop carries a number of one kind")
+            tensors.append(_as_tensor(value, kind, self.tensor.device))
+            marks.append(self._anchor())
+        self.values.append(tensors)
+        self.loop.state.append(marks)
+
+    def _take(self) -> None:
+        """Bind each carried number, for the step about to run, to the value the loop hands it."""
+        for name, tensor in zip(self.loop.carried, self.values[-1] if self.values else ()):
+            value = _as_number(tensor, self.kinds[name])
+            for symbol in getattr(getattr(value, "node", None), "expr", sympy.S.Zero).free_symbols:
+                self.loop.carried_symbols[symbol] = name
+            set_local(self.frame, name, value)
+
+    def __del__(self) -> None:
+        # Python drops a for statement's iterator where the loop ends: before its end, the
+        # loop was left (a break, a return, an exception)
+        if not self.loop.finished:
+            self.loop.left = True
+
+    def _leave(self) -> None:
+        """After the last step: what the steps changed is carried, unbound or refused, and each
+        carried number is bound to what the last step left."""
+        found = changes(self.states)
+        needed, unbound, refused = [], [], []
+        for change in found:
+            name = change.local
+            if name is None:
+                refused.append(change)
+                continue
+            kinds = {_fingerprint_kind(v) for v in (change.before, *change.after)}
+            if change.before != MISSING and len(kinds) == 1 and None not in kinds:
+                needed.append(name)
+            elif change.before == MISSING and all(_graph_value(v) for v in change.after):
+                continue  # a tensor or symbolic number the steps make: the graph shows where it is read
+            else:
+                unbound.append(change)
+        if refused:
+            raise loop_refusal(self.loop, _refused_change(refused[0], self.frames, self.loop), _HINT_STATE)
+        if needed:
+            raise CarryNeeded(self.loop, tuple(needed))
+        for name, tensor in zip(self.loop.carried, self.values[-1]):
+            set_local(self.frame, name, _as_number(tensor, self.kinds[name]))
+        for change in unbound:
+            name = change.local
+            if not unbind_local(self.frame, name):
+                raise loop_refusal(self.loop, f"its steps change `{name}` ({_how(change)})", _HINT_STATE)
+            self.loop.unbound[name] = (_how(change), _unbound_hint(change))
+        self.frame = None
+        self.frames = []
+
+
+def _unbound_hint(change: Change) -> str:
+    """What to write instead of a local that a loop rebinds and that cannot go round it."""
+    kinds = [_fingerprint_kind(v) for v in (change.before, *change.after)]
+    if None not in kinds and len(set(kinds)) > 1:
+        ends = kinds[-1].name.lower()
+        return (
+            f"set it before the loop to a {ends}, the kind the steps leave it (`{change.local} = 1.0` for a float), "
+            "so that the loop carries one kind of number"
+        )
+    return (
+        "set it before the loop to a number the steps rebind (`found = False` before, `found = True` in the loop), "
+        "which the loop carries; or keep it in a tensor made before the loop; or export with branches='draft' to "
+        "follow the example's count"
+    )
+
+
+_HINT_STATE = (
+    "keep what the steps hand on in tensors made before the loop (a running sum, a mask written in place) or in "
+    "numbers of the loop's own function (`count += 1`), which the loop carries; or export with branches='draft' "
+    "to follow the example's count"
+)
+
+
+def _kind(value: Any) -> Kind | None:
+    return kind_of(value) if value is not MISSING else None
+
+
+def _fingerprint_kind(fingerprint: Any) -> Kind | None:
+    """The number kind a fingerprint (``state.snapshot``) shows, else None."""
+    head = fingerprint[0]
+    if head == "symbolic":
+        return {"SymBool": Kind.BOOL, "SymInt": Kind.INT, "SymFloat": Kind.FLOAT}.get(fingerprint[1])
+    return {"bool": Kind.BOOL, "int": Kind.INT, "float": Kind.FLOAT}.get(head) if isinstance(head, str) else None
+
+
+def _graph_value(fingerprint: Any) -> bool:
+    return fingerprint[0] in ("tensor", "symbolic")
+
+
+def _as_tensor(value: Any, kind: Kind, device: torch.device) -> torch.Tensor:
+    """``value`` (a number, plain or symbolic) as a 0-d tensor of ``kind``'s dtype."""
+    if isinstance(value, torch.SymBool):
+        value = torch.sym_ite(value, 1, 0)
+    return torch.ops.aten.scalar_tensor.default(value, dtype=kind.value, device=device)
+
+
+def _as_number(tensor: torch.Tensor, kind: Kind) -> Any:
+    """The number a carried 0-d tensor holds, as the loop's frame had it (symbolic)."""
+    value = tensor.item()
+    if kind is Kind.BOOL and not isinstance(value, (bool, torch.SymBool)):
+        value = value != 0
+    return value
+
+
+def _described(value: Any) -> str:
+    if value is MISSING:
+        return "not yet set"
+    kind = _kind(value)
+    return kind.name.lower() if kind is not None else f"a {type(value).__name__}"
+
+
+def _how(change: Change) -> str:
+    """How a path changed, in words: ``None before the loop, a tensor after its steps``."""
+    before = _fingerprint_words(change.before)
+    after = list(dict.fromkeys(_fingerprint_words(v) for v in change.after))
+    return f"{before} before the loop, {' then '.join(after)} after its steps"
+
+
+def _fingerprint_words(fingerprint: Any) -> str:
+    head = fingerprint[0]
+    if fingerprint == MISSING:
+        return "not set"
+    if head == "object":  # a container or object: its kind, and a length
+        kind = fingerprint[1]
+        return f"a {kind} of {fingerprint[2]}" if len(fingerprint) > 2 and isinstance(fingerprint[2], int) else f"a {kind}"
+    if head in ("bool", "int", "str", "NoneType"):
+        return repr(fingerprint[1])
+    if head == "float":
+        return fingerprint[1]
+    if head == "tensor":
+        return "a tensor"
+    if head == "symbolic":
+        return f"a {fingerprint[1]}"
+    return head
+
+
+def _refused_change(change: Change, frames: list, loop: Loop) -> str:
+    return (
+        f"its steps change {change.named(frames)}{_written_at(change, frames, loop)} ({_how(change)}), which the "
+        "program cannot carry: it goes round as often as the data says, and would go on as after the steps a trace takes"
+    )
+
+
+def _written_at(change: Change, frames: list, loop: Loop) -> str:
+    """`` at file:line (`code`)``: the line of the loop that writes what ``change`` names."""
+    location = loop.site.location
+    if not frames or not location or ":" not in location:
+        return ""
+    path, _, line = location.rpartition(":")
+    attributes = [step[1:] for step in change.path[2:] if step.startswith(".")]
+    found = assigned_at(frames[0], int(line), attributes[-1] if attributes else change.name)
+    if found is None:
+        return ""
+    text = linecache.getline(path, found).strip()
+    return f" at {path}:{found}" + (f" (`{text}`)" if text else "")
 
 
 class LoopCondition:

@@ -4,6 +4,8 @@ refused naming the line."""
 
 from __future__ import annotations
 
+import linecache
+
 import io
 
 import pytest
@@ -879,6 +881,53 @@ def test_a_side_that_raises_inside_a_branch_is_checked_on_that_side_only():
     with pytest.raises(RuntimeError, match="forward\\(\\) raises for this input at ") as refused:
         program.module()(-big)
     assert _line("check inside a branch") in str(refused.value)
+
+
+class StoredCheck(nn.Module):
+    """The check is computed first and raised after a branch on another value: the side that
+    raises is the first decision's, not the last one's."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+
+    def forward(self, x):
+        bad = bool((x < 0).any())  # line-marker: stored check
+        y = x * 2 if x.mean() > 0.5 else x * 3  # line-marker: later branch
+        if self.how == "raised after" and bad:
+            raise ValueError("negative input")
+        if self.how == "raised on one later side" and bad and x.mean() > 0.5:
+            raise ValueError("negative input with a large mean")
+        return y
+
+
+def _signs(*values: float) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float32)
+
+
+@pytest.mark.parametrize(
+    "how, checked, decided",
+    [
+        ("raised after", "stored check", ["later branch"]),
+        # a negative entry raises only with a large mean: both sides of the check are programs
+        ("raised on one later side", "later branch", ["stored check", "later branch"]),
+    ],
+)
+def test_the_side_that_raises_is_found_whichever_decision_it_follows(how, checked, decided):
+    model = StoredCheck(how)
+    program = exporter.export(model, (torch.ones(4),))
+    assert program.branch_report.checked == (_line(checked),)
+    assert [d.location for d in program.branch_report.decisions] == [_line(m) for m in decided]
+    valid = [(torch.ones(4),), (torch.full((4,), 0.1),), (_signs(2, 2, 2, 0),)]
+    if how == "raised on one later side":
+        valid.append((_signs(-1, 0.1, 0.1, 0.1),))  # negative, with a small mean: eager does not raise
+    _matches_eager(program, model, valid)
+    negative = _signs(-1, 3, 3, 3)
+    with pytest.raises(ValueError, match="negative input"):
+        model(negative)
+    with pytest.raises(RuntimeError, match="forward\\(\\) raises for this input at ") as refused:
+        program.module()(negative)
+    assert f"(`{linecache.getline(__file__, int(_line(checked).rpartition(':')[2])).strip()}`): ValueError: negative input" in str(refused.value)
 
 
 class SliceOfAWiderTensor(nn.Module):

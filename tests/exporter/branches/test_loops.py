@@ -250,10 +250,10 @@ class TwoSideBySide(nn.Module):
 @pytest.mark.parametrize(
     "model, marker, match",
     [
-        (CollectsItems, "collects", "a value one iteration made is read after the loop"),
-        (TwoSideBySide, "zip", r"two data-sized tensors side by side \(`zip`\)"),
+        (CollectsItems, "collects", "handed to something that iterates it"),
+        (TwoSideBySide, "zip", r"side by side with something else \(`zip`\)"),
         (BranchInsideTheLoop, "branch inside", "branches on a tensor's value inside"),
-        (CountsItsSteps, "counts", "different values"),
+        (CountsItsSteps, "counts", "counts the steps with `enumerate`"),
         (LoopInsideALoop, "outer", "another loop over a data-sized tensor starts"),
     ],
 )
@@ -308,37 +308,136 @@ def test_a_step_that_writes_at_its_item_is_one_while_loop_matching_eager(how):
 
 
 class CountsTheClasses(nn.Module):
-    """Python state changed at each step and read after the loop: the count the program would
-    need is the data's, but a trace sees only the steps it took."""
+    """Python state changed at each step and read after the loop: numbers of the loop's own
+    function are carried through the while_loop; a list, an attribute, a value that changes
+    kind cannot be."""
 
     def __init__(self, how: str) -> None:
         super().__init__()
         self.how, self.steps = how, 0
 
     def forward(self, x, labels):
-        total, count, seen = x.new_zeros(()), 0, []
+        total, count, seen, found, last, mean = x.new_zeros(()), 0, [], False, None, 0.0
         for c in torch.unique(labels):  # line-marker: counted
             total = total + x[labels == c].sum()
-            count += 1
-            seen.append(c)
-            self.steps += 1
+            if self.how == "a list's length":
+                seen.append(c)
+            elif self.how == "an attribute":
+                self.steps += 1
+            elif self.how in ("the last item", "the last item, unread"):
+                last = c
+            else:
+                count += 1
+                found = True
+                mean = mean + x[labels == c].mean().item()
         if self.how == "a count":
             return total / count
-        if self.how == "a list's length":
-            return total * len(seen)
         if self.how == "a count tested":
             return total if count == 1 else -total
-        return total * self.steps  # an attribute
+        if self.how == "a flag":
+            return total if found else total - 100
+        if self.how == "a float":
+            return total * mean
+        if self.how == "a list's length":
+            return total * len(seen)  # line-marker: reads the list
+        if self.how == "the last item":
+            return total if last is None else total + last  # line-marker: reads the last item
+        if self.how == "the last item, unread":
+            return total
+        return total * self.steps
 
 
-@pytest.mark.parametrize("how", ["a count", "a list's length", "a count tested", "an attribute"])
-def test_a_loop_whose_count_python_reads_afterwards_is_refused(how):
+def _classes(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eight values with ``n`` classes among their labels (none: every label is -1, so the
+    loop over the classes present among the labels >= 0 goes round no times)."""
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.arange(8) % n if n else torch.full((8,), -1)
+    return torch.randn(8, generator=g), labels
+
+
+@pytest.mark.parametrize("how", ["a count", "a count tested", "a flag", "a float", "the last item, unread"])
+def test_numbers_a_loop_rebinds_are_carried_and_right_for_every_count(how):
     model = CountsTheClasses(how)
-    with pytest.raises(exporter.TraceError, match="depends on how many times it goes round") as refused:
-        exporter.export(model, (torch.randn(8), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])))
+    program = exporter.export(model, _classes(3))
+    assert _whiles(program) == 1
+    counts = (0, 1, 2, 3, 5) if how != "a count" else (1, 2, 3, 5)  # no classes: eager divides by 0
+    inputs = [_classes(n, seed) for seed, n in enumerate(counts)]
+    _matches_eager(program, model, [_classes(3), *inputs])
+
+
+class CountOverLabelsPresent(nn.Module):
+    """A loop that may go round no times: every label negative."""
+
+    def forward(self, x, labels):
+        total, count = x.new_zeros(()), 0
+        for c in torch.unique(labels[labels >= 0]):
+            total = total + x[labels == c].sum()
+            count += 1
+        return total * 10 if count == 3 else total + count
+
+
+def test_a_count_read_after_a_loop_that_goes_round_no_times_is_eagers():
+    model = CountOverLabelsPresent()
+    program = exporter.export(model, _classes(2))
+    negative = (torch.randn(8), torch.full((8,), -1))
+    _matches_eager(program, model, [_classes(2), negative, _classes(3), _classes(1), _classes(7)])
+    assert program.branch_report.loops[0].carried >= 3  # the step count, the sum, the count
+
+
+@pytest.mark.parametrize(
+    "how, match, where",
+    [
+        ("a list's length", r"forward reads `seen` after it at \S+:\d+, and its steps change it \(a list of 0 before "
+         r"the loop, a list of 1 then a list of 2 after its steps\)", "reads the list"),
+        ("an attribute", r"its steps change `self.steps` at \S+ \(`self.steps \+= 1`\) \(0 before the loop, 1 then 2 "
+         r"after its steps\)", None),
+        ("the last item", r"forward reads `last` after it at \S+, and its steps change it \(None before the loop, a "
+         r"tensor after its steps\)", "reads the last item"),
+    ],
+)
+def test_python_state_a_loop_changes_that_cannot_be_carried_is_refused_naming_it(how, match, where):
+    model = CountsTheClasses(how)
+    with pytest.raises(exporter.TraceError, match=match) as refused:
+        exporter.export(model, _classes(3))
     assert refused.value.category is Category.BRANCH_CAPTURE
     assert refused.value.location == _line("counted")
+    if where is not None:
+        assert f"after it at {_line(where)}," in refused.value.message
     assert model.steps == 0  # put back, as after any export
+
+
+def _append_each(rows, out):
+    for r in rows:  # line-marker: appends to its caller's list
+        out.append(r * 2)
+
+
+class AppendsInAHelper(nn.Module):
+    def forward(self, x):
+        out: list = []
+        _append_each(x.nonzero()[:, 0], out)
+        return torch.stack(out).sum() if out else x.sum()
+
+
+def test_a_helper_whose_loop_changes_its_callers_list_is_refused():
+    with pytest.raises(exporter.TraceError, match=r"its steps change `out` \(in forward\)") as refused:
+        exporter.export(AppendsInAHelper(), (torch.tensor([0.0, 1.0, 2.0]),))
+    assert refused.value.location == _line("appends to its caller's list")
+
+
+class ChangesKind(nn.Module):
+    def forward(self, x):
+        scale = 1
+        for v in x[x > 0]:  # line-marker: changes kind
+            scale = scale * 0.5
+            x = x + v * scale
+        return x * scale
+
+
+def test_a_number_that_changes_kind_in_the_loop_is_refused():
+    with pytest.raises(exporter.TraceError, match=r"forward reads `scale` after it .*\(1 before the loop, 0.5 then 0.25") as refused:
+        exporter.export(ChangesKind(), (torch.tensor([1.0, -1.0, 2.0]),))
+    assert refused.value.location == _line("changes kind")
+    assert "`scale = 1.0`" in refused.value.hint
 
 
 class FirstThreeRows(nn.Module):
@@ -359,18 +458,33 @@ class FirstThreeRows(nn.Module):
         elif self.how == "zip with a range":
             for _, r in zip(range(3), rows):  # line-marker: cut by zip
                 out = out + (torch.arange(8) == r) * x
-        else:
+        elif self.how == "islice":
             import itertools
 
             for r in itertools.islice(rows, 3):  # line-marker: cut by islice
                 out = out + (torch.arange(8) == r) * x
+        else:
+            i = 0
+            for r in rows:  # line-marker: cut by a counter
+                if i >= 10:
+                    break
+                out = out + (torch.arange(8) == r) * x
+                i += 1
         return out
 
 
-@pytest.mark.parametrize("how, marker", [("enumerate and break", "enumerate"), ("zip with a range", "zip"), ("islice", "islice")])
-def test_a_loop_cut_after_a_count_python_keeps_is_refused(how, marker):
+@pytest.mark.parametrize(
+    "how, marker, match",
+    [
+        ("enumerate and break", "enumerate", "counts the steps with `enumerate`"),
+        ("zip with a range", "zip", r"side by side with something else \(`zip`\)"),
+        ("islice", "islice", r"takes a number of items Python counts \(`islice`\)"),
+        ("a counter and break", "a counter", r"a step tests `i`, which the steps change \(`if i >= 10:`"),
+    ],
+)
+def test_a_loop_cut_after_a_count_python_keeps_is_refused(how, marker, match):
     x = torch.tensor([1.0, -1, 2, 3, -1, 4, 5, -2])
-    with pytest.raises(exporter.TraceError, match="stops after a number of steps Python counts") as refused:
+    with pytest.raises(exporter.TraceError, match=match) as refused:
         exporter.export(FirstThreeRows(how), (x,))
     assert refused.value.category is Category.BRANCH_CAPTURE
     assert refused.value.location == _line(f"cut by {marker}")
