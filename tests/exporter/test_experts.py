@@ -61,6 +61,15 @@ def test_a_program_that_differs_from_the_model_as_configured_is_refused():
     assert info.value.rule == "switched-numerics"
 
 
+def test_a_program_whose_output_has_another_shape_is_refused():
+    model, ids = _mixtral()
+    program = exporter.export(model, (ids,), experts_implementation="batched_mm")
+    wider, _ = _mixtral()
+    wider.lm_head = torch.nn.Linear(32, 120, bias=False)  # logits of another width
+    with pytest.raises(VerificationError, match=r"output 0 has shape \(2, 8, 100\), the model as configured gives \(2, 8, 120\)"):
+        check_against_unswitched(program, wider, (ids,), {}, "batched_mm")
+
+
 def test_the_switch_is_refused_for_a_model_without_experts_blocks_and_for_a_loop_name():
     with pytest.raises(InputSpecError, match="no transformers mixture-of-experts block"):
         exporter.export(torch.nn.Linear(2, 2), (torch.ones(2),), experts_implementation="batched_mm")
