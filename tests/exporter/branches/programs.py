@@ -7,6 +7,8 @@ import copy
 
 import torch
 
+from exporter.testing import assert_every_side
+
 
 def marked_line(path: str, marker: str) -> str:
     """``path:N`` of the line of ``path`` carrying ``line-marker: <marker>``."""
@@ -27,9 +29,14 @@ def calls_of(program: torch.export.ExportedProgram, target) -> int:
     )
 
 
-def matches_eager(program, model, inputs: list[tuple], rtol: float = 0, atol: float = 0) -> None:
+def matches_eager(
+    program, model, inputs: list[tuple], rtol: float = 0, atol: float = 0, empty_loops: bool = True
+) -> None:
     """The program (one module, its state carried from call to call) against a copy of the
-    exported model fed the same inputs in the same order."""
+    exported model fed the same inputs in the same order; and the inputs take every side of
+    every cond of the program and go round each while_loop more than once and (with
+    ``empty_loops``: its tensor may be empty) no times, so that the comparison covers all of it."""
+    assert_every_side(program, inputs, empty_loops=empty_loops)
     eager, ours = copy.deepcopy(model), program.module()
     for args in inputs:
         torch.testing.assert_close(ours(*args), eager(*args), rtol=rtol, atol=atol)

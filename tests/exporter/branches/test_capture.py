@@ -81,9 +81,9 @@ class Layer(nn.Module):
         super().__init__()
         self.lin = nn.Linear(8, 8)
 
-    def forward(self, h):
-        h = self.lin(h)
-        if h.mean() > 0:
+    def forward(self, h, x):
+        h = self.lin(h) + x  # a skip from the input: its mean decides every layer's side
+        if h.mean() > 0:  # line-marker: each layer
             return h.relu()
         return h.tanh()
 
@@ -91,12 +91,22 @@ class Layer(nn.Module):
 class BranchInEachLayer(nn.Module):
     def __init__(self, layers: int = 4):
         super().__init__()
+        torch.manual_seed(0)
         self.layers = nn.ModuleList([Layer() for _ in range(layers)])
 
-    def forward(self, h):
+    def forward(self, x):
+        h = x
         for layer in self.layers:
-            h = layer(h)
+            h = layer(h, x)
         return h
+
+
+def _layer_inputs(count: int = 8) -> list[tuple[torch.Tensor]]:
+    """Inputs of either sign, small and large: the large ones take each layer's side by
+    their sign, the small ones whichever the layers' weights decide."""
+    g = torch.Generator().manual_seed(1)
+    return [(torch.randn(4, 8, generator=g) * scale + shift,) for scale, shift in ((1, 0), (0.1, 5), (0.1, -5))
+            for _ in range(count // 4 + 1)][:count]
 
 
 class FlagLayer(nn.Module):
@@ -265,7 +275,7 @@ CASES = {
         [(torch.randn(4, 8), torch.tensor([True, False, True, False])), (torch.randn(4, 8), torch.zeros(4, dtype=torch.bool))], 1,
     ),
     "nested": (Nested, (_x(4, 8) + 1,), [(_x(4, 8) * 0.4,), (_x(4, 8, sign=-1),), (_x(4, 8) + 1,)], 2),
-    "branch in each layer": (BranchInEachLayer, (torch.randn(4, 8),), [(torch.randn(4, 8),) for _ in range(8)], 4),
+    "branch in each layer": (BranchInEachLayer, _layer_inputs()[0], _layer_inputs(), 4),
     "flag shared by all layers": (
         FlagSharedByAllLayers, (torch.randn(4, 8), torch.ones(3, dtype=torch.bool)),
         [(torch.randn(4, 8), torch.zeros(3, dtype=torch.bool)), (torch.randn(4, 8), torch.tensor([False, True, False]))], 4,
@@ -431,9 +441,11 @@ def test_a_side_that_returns_an_empty_tensor_rejoins_where_its_function_returns(
 
 @pytest.mark.parametrize("layers", [2, 4, 8])
 def test_a_branch_in_each_layer_costs_one_run_and_one_cond_per_layer(layers):
-    program = exporter.export(BranchInEachLayer(layers).eval(), (torch.randn(4, 8),))
+    model = BranchInEachLayer(layers).eval()
+    program = exporter.export(model, _layer_inputs()[0])
     assert _conds(program) == layers and program.branch_report.runs == layers + 1
     assert [d.module for d in program.branch_report.decisions] == [f"layers.{i}" for i in range(layers)]
+    _matches_eager(program, model, _layer_inputs())
 
 
 def test_a_buffer_written_on_one_side_is_written_back_on_that_side_only():
@@ -522,7 +534,9 @@ def test_runs_that_replace_the_same_buffer_give_one_note():
     assert [n.kind.name for n in program.notes] == ["BUFFER_NOT_WRITTEN_BACK"]
     # the size a trace named u9 or u15 is shown as what it is to the user
     assert "(8,) float32 with (?,) float32 (? is a size only the data decides)" in program.notes[0].message
-    _matches_eager(program, TableGrownAfterABranch(), [(-x, counts), (x, torch.tensor([9, 0, 0])), (-x, torch.tensor([0, 9, 1]))])
+    _matches_eager(
+        program, TableGrownAfterABranch(), [(-x, counts), (x, counts), (x, torch.tensor([9, 0, 0])), (-x, torch.tensor([0, 9, 1]))]
+    )
 
 
 def _selected(x, kind):
