@@ -1,46 +1,8 @@
 """The ``meta_kernels`` fast path: a static call that fake tensors would compute by running a
-Python decomposition is computed by a cheap rule instead, the op's C++ meta kernel, once the
-rule was seen to give the decomposition's results for the same kind of call.
-
-Fake tensors run an op's decomposition from ``torch._decomp`` wherever the op has no Python
-meta registration, even where it has a C++ meta kernel.  The decomposition is a dozen ops
-under fake tensors per call.  For batch norm that is 3 to 7 ms against well under one for
-the meta kernel, and a CNN pays it at each of its distinct sizes: a third of a first
-EfficientNet export.
-
-A call of a kind not seen before runs both ways and keeps the decomposition's results.  The
-kind is served by the rule afterwards only if the two gave the same results: the same
-structure, and each tensor the same shape, strides, storage offset, dtype, device,
-``requires_grad`` and aliasing.  A kind is the op and, per argument: a tensor's dtype,
-device, ``requires_grad``, which sizes are 1, its stride order and whether it is dense at
-offset 0; a float's type (no float changes a layout); any other value as it is.  A call with
-a symbolic size, a constant or a tensor of another mode always takes the decomposition, as
-do draft traces (their fake tensors carry real ones).  The verdicts hold for the process, as
-the recorder's memo does.
-
-The rule is the meta kernel itself, except where the decomposition is known to answer
-otherwise on a device: eval-mode batch norm on CPU gives empty saved statistics, as CPU's
-kernel does, where the meta kernel gives one per channel.  A rule that stops agreeing (a
-torch release changing a decomposition) only loses its speed: the check refuses it.
-
-A composite op a trace keeps whole (``aten.linear``, ``matmul``, ``layer_norm``) is computed
-by fake tensors by expanding it: its dozen parts each dispatched through Python, 2 to 5 ms a
-call, paid at every distinct size in a first export.  Its rule runs the op's own C++ kernels
-on meta tensors of the arguments' layouts (``composite_on_meta``), checked against the
-expansion per kind of call in the same way.
-
-The check is the expensive half of a first export: the expansion it runs is 2 to 8 ms per new
-kind (a layer norm, a projection), paid in every fresh process.  For the composites every
-transformer calls most (``TRUSTED``: ``linear``, ``matmul``, ``layer_norm``) the check is
-made by the test suite instead, on every supported torch release and kind by kind over
-ranks, size-1 dimensions, strides, offsets, dtypes and optional arguments; the fast paths run
-only on releases they are proven on, so on those a new kind of these three is served by its
-rule from its first call.  ``scaled_dot_product_attention`` keeps the run-time check: with
-some non-contiguous queries its expansion keeps the query's layout where its kernels on meta
-tensors give a contiguous result.  A call the rule cannot compute (an op inside with no meta
-kernel, a mistake in the model) takes the expansion, which raises torch's own error where
-there is one.
-"""
+Python decomposition (or by expanding a kept-whole composite) is computed by a cheap rule, the
+op's C++ kernel on meta tensors, once the rule was seen to give the same results for the same
+kind of call.  How kinds are keyed, checked and trusted is on the design page ("The fast
+paths")."""
 
 from __future__ import annotations
 
