@@ -608,16 +608,46 @@ def test_a_dynamic_batch_is_kept_across_the_sides():
     assert isinstance(placeholder.meta["val"].shape[0], torch.SymInt)
 
 
-def test_the_program_matches_torch_exports_own_cond_program():
-    class WrittenWithCond(nn.Module):
-        def forward(self, x):
-            return torch.cond(x.sum() > 0, lambda x: x.relu(), lambda x: -x, (x,))
+class SignWithCond(nn.Module):
+    """``Sign`` as torch.export asks it to be written."""
 
-    x = _x(4, 8)
-    ours = exporter.export(Sign(), (x,))
-    theirs = torch.export.export(WrittenWithCond(), (x,), strict=False).run_decompositions({})
-    assert ours.graph_signature == theirs.graph_signature
-    assert _conds(ours) == _conds(theirs) == 1
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda x: x.relu(), lambda x: -x, (x,))
+
+
+class NestedWithCond(nn.Module):
+    """``Nested`` as torch.export asks it to be written."""
+
+    def forward(self, x):
+        def positive(x):
+            return torch.cond(x.mean() > 0.5, lambda x: x * 3, lambda x: x * 2, (x,))
+
+        return torch.cond(x.sum() > 0, positive, lambda x: -x, (x,)) + 1
+
+
+@pytest.mark.parametrize(
+    "captured, written, inputs",
+    [
+        (Sign, SignWithCond, [(_x(4, 8),), (_x(4, 8, sign=-1),)]),
+        (Nested, NestedWithCond, [(_x(4, 8) + 1,), (_x(4, 8) * 0.4,), (_x(4, 8, sign=-1),)]),
+    ],
+    ids=["one cond", "nested conds"],
+)
+def test_the_program_matches_torch_exports_own_cond_program(captured, written, inputs):
+    """The captured program against torch.export's program of the model written with
+    torch.cond: the same inputs and outputs in its signature (an output may be named for
+    another node: a cond's region ends where forward does, so the ``+ 1`` after the nested
+    branch is inside it), as many conds, and the same results on every side."""
+    ours = exporter.export(captured(), inputs[0])
+    theirs = torch.export.export(written(), inputs[0], strict=False).run_decompositions({})
+    assert ours.graph_signature.input_specs == theirs.graph_signature.input_specs
+    assert [(o.kind, o.target) for o in ours.graph_signature.output_specs] == [
+        (o.kind, o.target) for o in theirs.graph_signature.output_specs
+    ]
+    assert _conds(ours) == _conds(theirs)
+    _matches_eager(ours, captured(), inputs)
+    for args in inputs:
+        torch.testing.assert_close(ours.module()(*args), theirs.module()(*args), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("name", [
