@@ -1,0 +1,92 @@
+"""The control-flow fuzzer's long run: ``python -m tests.fuzz.flow.run --programs N --seed S --jobs J --out DIR``.
+
+Programs ``S .. S+N-1`` are generated and judged (``runner.check_flow``) in ``J`` worker
+processes; a finding is shrunk in its worker. Writes to DIR ``summary.json`` and
+``summary.txt`` (programs right, refused by category, findings; the features the programs
+used; time) and ``findings/flow_seed_<n>.py``, each shrunk program headed by its outcome.
+Exits 1 when there is a finding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import multiprocessing
+import sys
+import time
+import warnings
+from collections import Counter
+from pathlib import Path
+
+
+def _quiet() -> None:
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+
+
+def _one(seed: int) -> dict:
+    from .generator import generate
+    from .runner import check_flow
+    from .shrink import finding_file, shrink
+
+    program = generate(seed)
+    outcome = check_flow(program.render(), seed=seed)
+    record = {
+        "seed": seed, "klass": outcome.klass, "finding": outcome.finding, "detail": outcome.detail[:2000],
+        "seconds": round(outcome.seconds, 2), "features": sorted(program.features()),
+    }
+    if outcome.finding:
+        print(f"seed {seed}: {outcome.klass}, shrinking", flush=True)
+        small, small_outcome, tried = shrink(program, outcome)
+        record.update(shrunk=finding_file(small, small_outcome), shrink_tried=tried)
+    return record
+
+
+def summarize(records: list[dict], seconds: float) -> dict:
+    """The counts a run reports: right, refused (by category), findings (by class)."""
+    classes = Counter(r["klass"] for r in records)
+    return {
+        "programs": len(records),
+        "right": classes.get("right", 0),
+        "refused": sum(n for k, n in classes.items() if k.startswith("refused:")),
+        "findings": sum(1 for r in records if r["finding"]),
+        "invalid": sum(n for k, n in classes.items() if k.startswith("invalid")),
+        "classes": dict(classes.most_common()),
+        "features": dict(Counter(f for r in records for f in r["features"]).most_common()),
+        "seconds": round(seconds, 1),
+        "finding_seeds": [r["seed"] for r in records if r["finding"]],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.fuzz.flow.run", description=__doc__.splitlines()[0])
+    parser.add_argument("--programs", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=Path("fuzz-flow-out"))
+    ns = parser.parse_args(argv)
+    (ns.out / "findings").mkdir(parents=True, exist_ok=True)
+    seeds = range(ns.seed, ns.seed + ns.programs)
+    start = time.perf_counter()
+    records: list[dict] = []
+    with multiprocessing.get_context("spawn").Pool(ns.jobs, initializer=_quiet, maxtasksperchild=25) as pool:
+        for record in pool.imap_unordered(_one, seeds):
+            records.append(record)
+            if record.get("shrunk"):
+                (ns.out / "findings" / f"flow_seed_{record['seed']}.py").write_text(record["shrunk"])
+            if len(records) % 50 == 0:
+                print(f"{len(records)} programs, {sum(r['finding'] for r in records)} finding(s)", flush=True)
+    summary = summarize(sorted(records, key=lambda r: r["seed"]), time.perf_counter() - start)
+    summary["command"] = " ".join(["python -m tests.fuzz.flow.run", *(argv if argv is not None else sys.argv[1:])])
+    (ns.out / "summary.json").write_text(json.dumps({"summary": summary, "records": records}, indent=1))
+    text = [f"{k}: {v}" for k, v in summary.items() if k not in ("classes", "features")]
+    text += ["", "classes:"] + [f"  {n:5d}  {k}" for k, n in summary["classes"].items()]
+    text += ["", "features:"] + [f"  {n:5d}  {k}" for k, n in summary["features"].items()]
+    (ns.out / "summary.txt").write_text("\n".join(text) + "\n")
+    print("\n".join(text[:8]))
+    return 1 if summary["findings"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
