@@ -9,6 +9,7 @@ what a test of a program with captured branches must show before it claims every
 
 from __future__ import annotations
 
+import copy
 import linecache
 from collections.abc import Iterable
 from typing import Any
@@ -34,9 +35,10 @@ class Sides:
     lines: dict[str, str] = attrs.field(factory=dict)
     """``where`` -> the user's line the cond or loop came from (``model.py:12 `if x.sum() > 0:```)."""
 
-    def missing(self, loops: bool = True) -> list[str]:
+    def missing(self, loops: bool = True, empty_loops: bool = True) -> list[str]:
         """What no input reached, in words: a cond's side never taken; with ``loops``, a
-        while_loop never gone round no times, or never more than once."""
+        while_loop never gone round more than once, or (with ``empty_loops``, for loops over
+        a tensor that may be empty) no times."""
         found = []
         for where, seen in self.conds.items():
             for side in (True, False):
@@ -44,7 +46,7 @@ class Sides:
                     found.append(f"the cond at {self._at(where)} never took its {str(side).lower()} side")
         if loops:
             for where, counts in self.loops.items():
-                if 0 not in counts:
+                if empty_loops and 0 not in counts:
                     found.append(f"the while_loop at {self._at(where)} never went round no times")
                 if not any(c >= 2 for c in counts):
                     found.append(f"the while_loop at {self._at(where)} never went round more than once")
@@ -58,9 +60,9 @@ class Sides:
 def sides_taken(program: torch.export.ExportedProgram, inputs: Iterable[Any]) -> Sides:
     """Run ``program`` on each of ``inputs`` (an argument tuple, or ``(args, kwargs)`` where
     the second is a dict) node by node, recording the side each cond takes and the steps
-    each while_loop makes.  The program's state carries from one input to the next, as
-    ``program.module()`` does."""
-    module = program.module()
+    each while_loop makes.  The program's state (a buffer it writes) carries from one input
+    to the next, as in one ``program.module()``, on a copy: the program is left as it was."""
+    module = copy.deepcopy(program.module())
     sides = Sides()
     for given in inputs:
         args, kwargs = _split(given)
@@ -71,13 +73,14 @@ def sides_taken(program: torch.export.ExportedProgram, inputs: Iterable[Any]) ->
 
 
 def assert_every_side(
-    program: torch.export.ExportedProgram, inputs: Iterable[Any], *, loops: bool = True
+    program: torch.export.ExportedProgram, inputs: Iterable[Any], *, loops: bool = True, empty_loops: bool = True
 ) -> Sides:
     """Fail unless ``inputs`` take every side of every cond of ``program`` (and, with
-    ``loops``, go round each while_loop no times and more than once); return what they took."""
+    ``loops``, go round each while_loop more than once and, with ``empty_loops``, no times:
+    turn it off where the tensor looped over is never empty); return what they took."""
     __tracebackhide__ = True
     sides = sides_taken(program, inputs)
-    missing = sides.missing(loops=loops)
+    missing = sides.missing(loops=loops, empty_loops=empty_loops)
     if missing:
         raise AssertionError("the inputs do not reach every side: " + "; ".join(missing))
     return sides
@@ -123,12 +126,15 @@ class _Interpreter(torch.fx.Interpreter):
         return super().call_function(target, args, kwargs)
 
     def _where(self, *inside: torch.nn.Module) -> str:
-        """The cond's or loop's place, and its user line: the node's own, or else the first
-        line the nodes of its sides or body came from."""
+        """The cond's or loop's place, and its user line: that of the cond's predicate (the
+        line that decided), the node's own, or else the first line the nodes of its sides or
+        body came from."""
         node = self.node
         where = f"{self.prefix}{node.name}"
         if where not in self.sides.lines:
-            frame = node_frame(node)
+            predicate = node.args[0] if node.target is torch.ops.higher_order.cond and node.args else None
+            frame = node_frame(predicate) if isinstance(predicate, torch.fx.Node) else None
+            frame = frame or node_frame(node)
             for graph in (m.graph for m in inside if isinstance(m, torch.fx.GraphModule)):
                 frame = frame or next((f for f in map(node_frame, graph.nodes) if f is not None), None)
             if frame is not None:
