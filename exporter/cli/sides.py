@@ -20,7 +20,7 @@ import torch.utils._pytree as pytree
 
 from .._ir import node_frame
 
-__all__ = ["Sides", "assert_every_side", "sides_taken"]
+__all__ = ["Sides", "assert_every_side", "count_sides", "sides_taken"]
 
 
 @attrs.define
@@ -65,11 +65,18 @@ def sides_taken(program: torch.export.ExportedProgram, inputs: Iterable[Any]) ->
     module = copy.deepcopy(program.module())
     sides = Sides()
     for given in inputs:
-        args, kwargs = _split(given)
-        flat = pytree.tree_leaves((tuple(args), dict(kwargs)))
-        with torch.no_grad():
-            _Interpreter(module, sides, "").run(*flat)
+        count_sides(module, sides, given)
     return sides
+
+
+def count_sides(module: torch.nn.Module, sides: Sides, given: Any) -> list[Any]:
+    """Run ``module`` (a program's ``module()``, which this may change: a buffer it writes) on
+    one input (as ``sides_taken`` takes them), adding to ``sides`` what it reached; return the
+    program's outputs, flat."""
+    args, kwargs = _split(given)
+    flat = pytree.tree_leaves((tuple(args), dict(kwargs)))
+    with torch.no_grad():
+        return _Interpreter(module, sides, "").run(*flat)
 
 
 def assert_every_side(

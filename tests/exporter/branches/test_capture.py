@@ -974,6 +974,35 @@ def test_the_side_that_raises_is_found_whichever_decision_it_follows(how, checke
     assert f"(`{linecache.getline(__file__, int(_line(checked).rpartition(':')[2])).strip()}`): ValueError: negative input" in str(refused.value)
 
 
+def _note_positive(x, seen: list):
+    """A helper whose branch changes Python state its caller reads after it returns."""
+    if x.sum() > 0:  # line-marker: noted
+        seen.append("positive")
+        return x * 2
+    return x
+
+
+class StateAfterABranch(nn.Module):
+    """Python state a side changes (a list grown, a count) read after the branch's function
+    returns: the runs differ after it, so the region goes on, and each side's program is
+    the one eager runs."""
+
+    def forward(self, x):
+        seen: list = []
+        count = 0
+        y = _note_positive(x, seen)
+        if seen:
+            count += len(seen)
+        return y * (count + 1) + len(seen)
+
+
+def test_python_state_a_side_changes_and_forward_reads_after_it_is_each_sides_own():
+    model = StateAfterABranch()
+    program = exporter.export(model, (_x(4, 8),))
+    assert [d.location for d in program.branch_report.decisions] == [_line("noted")]
+    _matches_eager(program, model, [(_x(4, 8),), (_x(4, 8, sign=-1),), (torch.randn(4, 8),)])
+
+
 class SliceOfAWiderTensor(nn.Module):
     """Both sides return the same strides, a slice of a wider tensor's rows (longformer's
     attention output, cut back from its padded length): not dense, which torch.cond cannot

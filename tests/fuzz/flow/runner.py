@@ -19,6 +19,7 @@ much of the program the inputs reached (``sides_taken``).
 
 from __future__ import annotations
 
+import copy
 import random
 import time
 import warnings
@@ -27,7 +28,8 @@ from typing import Any
 import torch
 
 import exporter
-from exporter.testing import Sides, sides_taken
+from exporter.cli.sides import count_sides
+from exporter.testing import Sides
 from tests.fuzz.runner import FuzzTimeout, Outcome, _alarm, _model_change, _snapshot, _unload, load_program
 
 __all__ = ["check_flow", "inputs_for"]
@@ -167,6 +169,7 @@ def _check(mod: Any, seed: int) -> Outcome:
     if change:
         return Outcome("model changed by export", True, change)
     module = program.module()
+    counting = copy.deepcopy(module)  # for the sides each input reaches
     sides = Sides()
     inputs = [example, *inputs_for(seed)]
     r, g = random.Random(seed), torch.Generator().manual_seed(seed + 1)
@@ -177,16 +180,19 @@ def _check(mod: Any, seed: int) -> Outcome:
         wrong = _judge(module, mod.make_model, given)
         if wrong is not None:
             return Outcome("wrong: " + wrong.split(":")[0], True, f"on {_describe(given)}: {wrong}")
+        reached = Sides()
         try:
-            _merge(sides, sides_taken(program, [given]))
+            count_sides(counting, reached, given)
         except Exception:  # noqa: BLE001 - the program's own check refused the input, as eager did
             pass
+        _merge(sides, reached)
         k += 1
         while k == len(inputs) and sides.missing() and draws < EXTRA_DRAWS:
             draws += 1
             candidate = _draw(r, g)
+            reached = Sides()
             try:
-                reached = sides_taken(program, [candidate])
+                count_sides(counting, reached, candidate)
             except Exception:  # noqa: BLE001
                 continue
             probe = Sides({w: set(v) for w, v in sides.conds.items()}, {w: set(v) for w, v in sides.loops.items()})
