@@ -52,7 +52,10 @@ class _Learned(Exception):
 def _learn(error: BaseException, decider: Decider, learned: Learned, max_runs: int) -> bool:
     """What a run that failed with ``error`` teaches the runs after it: numbers a loop must
     carry, or, where the model raised, a decision to hold (``_hold_after_raise``).  False
-    where it teaches nothing."""
+    where it teaches nothing, or the runs started over ``4 * max_runs`` times already."""
+    if learned.restarts >= 4 * max_runs:
+        return False
+    learned.restarts += 1
     for cause in _chain(error):
         if isinstance(cause, CarryNeeded):
             site, names = cause.site, cause.names

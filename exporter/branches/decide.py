@@ -102,6 +102,8 @@ class Learned:
     carried: dict[Site, tuple[str, ...]] = attrs.field(factory=dict)
     """A loop's site -> the numbers its steps rebind in the loop's own frame, carried from
     step to step as values of the while_loop (``loops.DataLoop``)."""
+    restarts: int = 0
+    """How many times the runs started over to hold something learned."""
 
 
 @attrs.define(eq=False)

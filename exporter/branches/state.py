@@ -32,7 +32,6 @@ __all__ = [
     "set_local",
     "snapshot",
     "unbind_local",
-    "user_frame",
 ]
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -71,20 +70,14 @@ its steps ``.attr`` and ``[key]``, what it is ``("object", type name, ...)``: a 
 length, an iterator's position."""
 
 
-def user_frame(start: types.FrameType | None) -> types.FrameType | None:
-    """The innermost frame at or outside ``start`` that runs the user's code."""
-    frame = start
-    while frame is not None and is_library_frame(frame.f_code.co_filename):
-        frame = frame.f_back
-    return frame
-
-
 def scope(frame: types.FrameType) -> list[types.FrameType]:
-    """The user's frames from ``frame`` out to the one exporter called (forward's), innermost
-    first; torch's frames between them (``Module.__call__``) hold nothing the user's do not."""
-    frames = []
+    """``frame`` (the loop's) and the user's frames outside it, out to the one exporter called
+    (forward's), innermost first; torch's frames between them (``Module.__call__``) hold
+    nothing the user's do not.  A frame of code with no file (``python -c``) is the user's."""
+    frames = [frame]
+    frame = frame.f_back
     while frame is not None and not frame.f_code.co_filename.startswith(_PACKAGE):
-        if not is_library_frame(frame.f_code.co_filename):
+        if not is_library_frame(os.path.abspath(frame.f_code.co_filename)):
             frames.append(frame)
         frame = frame.f_back
     return frames
