@@ -20,6 +20,7 @@ from ..trace.module_function import Recorded
 from .align import Parted, Run, Unjoinable
 from .decide import (
     Decider,
+    causes,
     Learned,
     Pin,
     Site,
@@ -56,7 +57,7 @@ def _learn(error: BaseException, decider: Decider, learned: Learned, max_runs: i
     if learned.restarts >= 4 * max_runs:
         return False
     learned.restarts += 1
-    for cause in _chain(error):
+    for cause in causes(error):
         if isinstance(cause, CarryNeeded):
             site, names = cause.site, cause.names
             known = learned.carried.get(site, ())
@@ -103,7 +104,7 @@ def _what_raised(error: TraceError) -> str:
 def _loop_state_error(error: BaseException, decider: Decider) -> TraceError | None:
     """For a run that failed reading a local that a loop's steps rebind and the trace unbound
     after the loop (``loops.DataLoop``): the refusal naming it and the line that reads it."""
-    for cause in _chain(error):
+    for cause in causes(error):
         name = _unbound_name(cause)
         for loop in decider.loops if name else ():
             if name in loop.unbound:
@@ -125,14 +126,6 @@ def _unbound_name(error: BaseException) -> str | None:
         return error.name
     found = re.search(r"variable '(\w+)'", str(error))
     return found.group(1) if found else None
-
-
-def _chain(error: BaseException):
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        yield error
-        error = error.__cause__ or error.__context__
 
 
 def _runner(request: Any, runs: dict[frozenset, Run], max_runs: int, learned: Learned) -> Any:

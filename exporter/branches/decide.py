@@ -40,7 +40,7 @@ from ..trace.write_watch import writes
 from .loops import DataLoop, Loop, loop_refusal
 from .state import iterated_by_for
 
-__all__ = ["ITEM_OPS", "Check", "Decider", "Decision", "Learned", "Pin", "Site", "TooManyDecisions", "limit_error", "loop_error", "raised_by_model", "refusal", "tests_a_selection_for_none"]
+__all__ = ["ITEM_OPS", "Check", "Decider", "Decision", "Learned", "Pin", "Site", "TooManyDecisions", "causes", "limit_error", "loop_error", "raised_by_model", "refusal", "tests_a_selection_for_none"]
 
 ITEM_OPS = (torch.ops.aten.item.default, torch.ops.aten._local_scalar_dense.default)
 """The ops that read a tensor's one value into Python (``.item()``, ``bool(t)``)."""
@@ -431,7 +431,7 @@ def _value_key(node: Any, depth: int = 8) -> Any:
 def refusal(error: BaseException, limit: int) -> TraceError | None:
     """The TraceError for a run that met more decisions than ``limit`` allows, or None for
     another failure."""
-    for cause in _chain(error):
+    for cause in causes(error):
         if isinstance(cause, TooManyDecisions):
             location, loop = (list(cause.args) + [None, None])[:2]
             if loop is not None:
@@ -483,7 +483,7 @@ def tests_a_selection_for_none(decision: Decision) -> bool:
 def raised_by_model(error: BaseException) -> bool:
     """Whether ``error`` is the model's own exception (an input check that raised), not
     branch capture's limit or a question about data no decision answered."""
-    return not any(isinstance(cause, (TooManyDecisions, GuardOnDataDependentSymNode)) for cause in _chain(error))
+    return not any(isinstance(cause, (TooManyDecisions, GuardOnDataDependentSymNode)) for cause in causes(error))
 
 
 def limit_error(location: str | None, max_runs: int) -> TraceError:
@@ -497,7 +497,8 @@ def limit_error(location: str | None, max_runs: int) -> TraceError:
     )
 
 
-def _chain(error: BaseException):
+def causes(error: BaseException):
+    """``error``, then what caused it, and so on (``__cause__``, else ``__context__``)."""
     seen = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))

@@ -34,7 +34,7 @@ import torch.utils._pytree as pytree
 import exporter
 from tests.support import tree_difference
 
-__all__ = ["Outcome", "check_source", "FuzzTimeout", "load_program"]
+__all__ = ["Outcome", "check_source", "FuzzTimeout", "judge", "load_program"]
 
 RTOL = 1e-4
 ATOL = 1e-4
@@ -186,12 +186,18 @@ def check_source(
     unless ``always_oracle`` (then also "match, oracle fails to export" and "exporter
     matches, oracle differs" are told apart from "match").  ``ir="training"`` exports the
     training IR, against torch.export.export's own (without ``run_decompositions``)."""
+    return judge(source, timeout, lambda mod: _check(mod, always_oracle, ir))
+
+
+def judge(source: str, timeout: int | None, check: Any) -> Outcome:
+    """``check(module)`` of ``source`` loaded as a fresh module, within ``timeout`` seconds (a
+    program that takes longer is a finding), the module unloaded after and the time taken noted."""
     start = time.perf_counter()
     mod = None
     try:
         with _alarm(timeout):
             mod = load_program(source)
-            outcome = _check(mod, always_oracle, ir)
+            outcome = check(mod)
     except FuzzTimeout as e:
         outcome = Outcome("timeout", True, str(e))
     finally:

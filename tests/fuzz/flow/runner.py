@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 import random
-import time
 import warnings
 from typing import Any
 
@@ -30,7 +29,7 @@ import torch
 import exporter
 from exporter.cli.sides import count_sides
 from exporter.testing import Sides
-from tests.fuzz.runner import FuzzTimeout, Outcome, _alarm, _model_change, _snapshot, _unload, load_program
+from tests.fuzz.runner import FuzzTimeout, Outcome, _model_change, _snapshot, judge
 
 __all__ = ["check_flow", "inputs_for"]
 
@@ -127,19 +126,7 @@ def _reached(sides: Sides) -> tuple[int, int]:
 
 def check_flow(source: str, timeout: int | None = 120, seed: int = 0) -> Outcome:
     """Judge one program file (see the module doc)."""
-    start = time.perf_counter()
-    mod = None
-    try:
-        with _alarm(timeout):
-            mod = load_program(source)
-            outcome = _check(mod, seed)
-    except FuzzTimeout as e:
-        outcome = Outcome("timeout", True, str(e))
-    finally:
-        if mod is not None:
-            _unload(mod)
-    outcome.seconds = time.perf_counter() - start
-    return outcome
+    return judge(source, timeout, lambda mod: _check(mod, seed))
 
 
 def _check(mod: Any, seed: int) -> Outcome:
