@@ -298,7 +298,7 @@ def _statement(r: random.Random, depth: int, helpers: list[Helper]) -> Stmt:
         body = [_step_statement(r, reads, depth + 1) for _ in range(r.randint(1, 3))]
         return Stmt(header, body, tag="loop")
     if kind == "stored check":
-        return Stmt(f"bad = bad or bool((x < {_f(-abs(a) - 1.0)}).any())", tag="stored check")
+        return Stmt(f"bad = bad or bool((x < {_f(-abs(a) - 1.15)}).any())", tag="stored check")  # the example holds -1.1
     if kind == "check":
         return Stmt(f"if (x > {_f(abs(a) + 1.4)}).any():", [Stmt('raise ValueError("x too large")')], tag="check")
     if kind == "raise stored":

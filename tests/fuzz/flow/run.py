@@ -1,7 +1,7 @@
 """The control-flow fuzzer's long run: ``python -m tests.fuzz.flow.run --programs N --seed S --jobs J --out DIR``.
 
 Programs ``S .. S+N-1`` are generated and judged (``runner.check_flow``) in ``J`` worker
-processes; a finding is shrunk in its worker. Writes to DIR ``summary.json`` and
+processes; a finding is shrunk in its worker (``--no-shrink``: kept as generated). Writes to DIR ``summary.json`` and
 ``summary.txt`` (programs right, refused by category, findings; the features the programs
 used; time) and ``findings/flow_seed_<n>.py``, each shrunk program headed by its outcome.
 Exits 1 when there is a finding.
@@ -10,6 +10,7 @@ Exits 1 when there is a finding.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import multiprocessing
@@ -25,7 +26,7 @@ def _quiet() -> None:
     logging.disable(logging.WARNING)
 
 
-def _one(seed: int) -> dict:
+def _one(seed: int, shrinking: bool = True) -> dict:
     from .generator import generate
     from .runner import check_flow
     from .shrink import finding_file, shrink
@@ -36,7 +37,7 @@ def _one(seed: int) -> dict:
         "seed": seed, "klass": outcome.klass, "finding": outcome.finding, "detail": outcome.detail[:2000],
         "seconds": round(outcome.seconds, 2), "features": sorted(program.features()),
     }
-    if outcome.finding:
+    if outcome.finding and shrinking:
         print(f"seed {seed}: {outcome.klass}, shrinking", flush=True)
         small, small_outcome, tried = shrink(program, outcome)
         record.update(shrunk=finding_file(small, small_outcome), shrink_tried=tried)
@@ -65,13 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("fuzz-flow-out"))
+    parser.add_argument("--no-shrink", action="store_true", help="judge only: keep findings as generated")
     ns = parser.parse_args(argv)
     (ns.out / "findings").mkdir(parents=True, exist_ok=True)
     seeds = range(ns.seed, ns.seed + ns.programs)
     start = time.perf_counter()
     records: list[dict] = []
     with multiprocessing.get_context("spawn").Pool(ns.jobs, initializer=_quiet, maxtasksperchild=25) as pool:
-        for record in pool.imap_unordered(_one, seeds):
+        for record in pool.imap_unordered(functools.partial(_one, shrinking=not ns.no_shrink), seeds):
             records.append(record)
             if record.get("shrunk"):
                 (ns.out / "findings" / f"flow_seed_{record['seed']}.py").write_text(record["shrunk"])
