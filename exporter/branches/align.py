@@ -40,6 +40,9 @@ class Run:
     """The decisions the run held because their other side raises (``decide.Check``)."""
     loops: list = attrs.field(factory=list)
     """The run's loops over data-sized tensors (``loops.Loop``)."""
+    states: list = attrs.field(factory=list)
+    """The Python state at each question the run asked, after the node it follows
+    (``Decider.note_state``)."""
 
     def __attrs_post_init__(self) -> None:
         _items_after_their_op(self.graph)
@@ -56,6 +59,10 @@ class Run:
                 break
             at = max([*bound, *([check.anchor] if check.anchor in self.index else [])], key=self.index.__getitem__)
             self.held_at.setdefault(at, []).append(check)
+        self.state_at: dict[torch.fx.Node | None, list[Any]] = {}
+        """The Python state at each question, by the node it follows (None: before any)."""
+        for anchor, state in self.states:
+            self.state_at.setdefault(anchor if anchor in self.index else None, []).append(state)
         self.placeholders = [n for n in self.nodes if n.op == "placeholder"]
         self.output = self.nodes[-1]
         values = list(self.output.args[0])
@@ -72,6 +79,10 @@ class Run:
                 for anchor, (_, stack) in zip(decision.anchors, decision.uses)
             ]
             decision.position = decision.uses[0][0]
+            # the last node made when it was first asked: a decision asked as the call it is
+            # asked in returns parts there, after the call, but belongs inside it
+            first = decision.anchors[0] if decision.anchors else None
+            decision.asked = max(after, self.index[first] + 1 if first in self.index else len(self.placeholders)) - 1
         # the calls each node was made in: its module calls, then the user's function calls
         # inside the innermost (an op's items, moved next to it, count as made with it)
         self.stacks: list[tuple[str | int, ...]] = []
@@ -241,14 +252,22 @@ class _Comparison:
         return True
 
 
+def _states_differ(ours: Any, theirs: Any) -> bool:
+    """Whether two runs asked questions after the same node with different Python state.  A
+    question one run asks and the other settles without asking is compared by what it
+    asks (``_later_decisions``), not by the state it was asked in."""
+    return any(x != y for x, y in zip(ours, theirs))
+
+
 def _held(run: Run, node: torch.fx.Node) -> tuple:
     return tuple((check.site, check.value) for check in (run.held_at or {}).get(node, ()))
 
 
 def _same_node(c: _Comparison, a: torch.fx.Node, b: torch.fx.Node) -> bool:
-    """Whether nodes ``a`` (first run) and ``b`` (second) compute the same value, and the
-    program asserts the same held decisions after them."""
-    if _held(c.a, a) != _held(c.b, b):
+    """Whether nodes ``a`` (first run) and ``b`` (second) compute the same value, the
+    program asserts the same held decisions after them, and the runs ask their next
+    questions there with the same Python state."""
+    if _held(c.a, a) != _held(c.b, b) or _states_differ(c.a.state_at.get(a, ()), c.b.state_at.get(b, ())):
         return False
     gen = c.generality
     if gen is not None and a.op == b.op == "call_function" and is_view(a) and is_view(b) and (

@@ -151,7 +151,7 @@ def _runner(request: Any, runs: dict[frozenset, Run], max_runs: int, learned: Le
                 raise refusal(error, max_runs - 1) or error
             runs[key] = Run(
                 traced, list(decider.decisions), dict(schedule), decider.calls.of_node, list(decider.checks),
-                list(decider.loops),
+                list(decider.loops), list(decider.states),
             )
         return runs[key]
 
@@ -294,7 +294,7 @@ def _witness_loops(request: Any, runs: dict[frozenset, Run], learned: Learned, m
                 raise loop_refusal(loops[0], why) from error
             witness = Run(
                 traced, list(decider.decisions), dict(run.schedule), decider.calls.of_node, list(decider.checks),
-                list(decider.loops),
+                list(decider.loops), list(decider.states),
             )
             differs = after_loops_differ(run, witness)
             if differs is not None:

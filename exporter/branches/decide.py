@@ -38,7 +38,7 @@ from .._torch_internals import (
 from ..trace.stacks import UserCalls
 from ..trace.write_watch import writes
 from .loops import DataLoop, Loop, loop_refusal
-from .state import iterated_by_for
+from .state import iterated_by_for, scope, snapshot
 
 __all__ = ["ITEM_OPS", "Check", "Decider", "Decision", "Learned", "Pin", "Site", "TooManyDecisions", "causes", "limit_error", "loop_error", "raised_by_model", "refusal", "tests_a_selection_for_none"]
 
@@ -81,6 +81,9 @@ class Decision:
     enough)."""
     bindings: dict[sympy.Symbol, torch.fx.Node] = attrs.field(factory=dict)
     """The node of this run's graph that binds each symbol of ``expression``."""
+    asked: int = -1
+    """The index, in the run's finished graph, of the last node made when it was first asked
+    (``Run`` sets it): the span it belongs to is the one that holds that node."""
 
 
 @attrs.frozen
@@ -274,6 +277,8 @@ class Decider:
         self.checks: list[Check] = []
         self.path: list[tuple[Site, bool, bool]] = []
         """Every decision and check of the run in order: its site, its value, whether held."""
+        self.states: list[tuple[torch.fx.Node | None, Any]] = []
+        """The Python state at each question the run asked, after the node it follows (``note_state``)."""
         self.loops: list[Loop] = []
         self._known: dict[sympy.Basic, Decision] = {}
         self._held: dict[sympy.Basic, bool] = {}
@@ -311,6 +316,7 @@ class Decider:
         modules = tuple(current_module_stack())
         stack = modules + self.calls.running(sys._getframe(1))
         anchor = _anchor(graph)
+        self.note_state(anchor, sys._getframe(1))
         position = 0
         bindings = _binding_nodes(graph, set(free_unbacked_symbols(expr)))
         canonical, bindings = self._canonical(expr, bindings)
@@ -377,8 +383,18 @@ class Decider:
             raise loop_refusal(Loop(self._next_site(module, location), code), *_handed_on(code))
         loop = Loop(self._next_site(module, location), code)
         self.loops.append(loop)
+        self.note_state(_anchor(traced_graph()), frame)
         carried = self.learned.carried.get(loop.site, ())
         return DataLoop(tensor, loop, lambda: _anchor(traced_graph()), self.steps, frame=frame, carried=carried)
+
+    def note_state(self, anchor: torch.fx.Node | None, frame: Any) -> None:
+        """Fingerprint the Python state forward's frames reach where it asks a question (a
+        decision, a loop), after the node ``anchor``: two runs that took an earlier decision
+        two ways and reach this question with different state may go on differently on a
+        side no run of theirs took, so the earlier decision's region must hold this one."""
+        user, _ = _user_frame(frame)
+        if user is not None:
+            self.states.append((anchor, snapshot(scope(user), exprs=False)))
 
     def prefix(self, length: int | None = None) -> tuple[tuple[Site, bool], ...]:
         """The sites and values of the run's first ``length`` decisions and checks (all of them

@@ -190,6 +190,8 @@ class Joiner:
         """Run -> for each special run whose values a general run's nodes that forward goes on
         with must hold: the run's symbols in its values, from which node on, the decision
         that joined them, and what the special run assumed (``general.py``)."""
+        self._asked_before: set[int] = set()
+        """Decisions joined in the span they were asked in, though they part where it ends."""
         self._exact: set[Site] = set()
         """Decisions whose runs must meet node by node (a later decision's sides read values
         only their general run holds)."""
@@ -318,16 +320,21 @@ class Joiner:
 
     # -- spans
 
-    def span(self, g: _Graph, start: int, end: int, context: dict[Site, bool]) -> _Graph:
+    def span(self, g: _Graph, start: int, end: int, context: dict[Site, bool], call: str | int | None = None) -> _Graph:
         """Copy nodes ``[start, end)`` of ``g.run`` into ``g``, joining the decisions first
-        made there (those ``context`` does not fix) as conds.  Returns the graph the span
+        made there (those ``context`` does not fix) as conds; ``call``: the call a region's
+        span ends with, whose decisions asked as it returns belong to the span.  Returns the graph the span
         ends in: ``g``, or, where forward continued with another run's nodes to its end
         (``general.py``), that run's."""
         run = g.run
         final = len(run.nodes) - 1
         pending = [
             d for d in run.decisions
-            if (start <= d.position < end or start < end == final == d.position)  # sides that part at the very end
+            if (
+                start <= d.position < end and id(d) not in self._asked_before
+                or start < end == final == d.position  # sides that part at the very end
+                or self._asked_inside(d, start, end, call)
+            )
             and d.site not in context and id(d) not in self._joining
         ]
         if not pending:
@@ -355,6 +362,16 @@ class Joiner:
                         levels[again.region] = levels.get(again.region, 0) + 1
         finally:
             self._joining.discard(id(decision))
+
+    def _asked_inside(self, d: Decision, start: int, end: int, call: str | int | None) -> bool:
+        """Whether ``d`` was asked inside the span ``[start, end)``, which ends where ``call``
+        returns, but parts where it ends: asked inside that call as it returns, with nothing
+        left to make in it on the side the run took.  It is joined there, and not again in
+        the span after (``_asked_before``)."""
+        if call is None or call not in d.stack or d.position != end or not start <= d.asked < end:
+            return False
+        self._asked_before.add(id(d))
+        return True
 
     def _decision(
         self, g: _Graph, start: int, end: int, decision: Decision, context: dict[Site, bool], levels: dict[int, int]
@@ -514,18 +531,21 @@ class Joiner:
     def _cond(self, g: _Graph, region: Region, decision: Decision, other: Run, mapping: dict, context: dict[Site, bool]) -> None:
         run = g.run
         sides: list[_Graph] = []
-        results: list[list[Any]] = []
         for value, side_run, start, end in (
             (decision.value, run, region.start_a, region.end_a),
             (not decision.value, other, region.start_b, region.end_b),
         ):
             translate = None if side_run is run else (lambda y, m=mapping: (run, m[y]) if y in m else (other, y))
             side = _Graph(torch.fx.Graph(), side_run, {}, parent=g, translate=translate)
-            self.span(side, start, end, {**context, decision.site: value})
-            outputs = [pair[0] if side_run is run else pair[1] for pair in region.slots]
-            values = [self._lookup(side, side_run, v) if isinstance(v, torch.fx.Node) else v for v in outputs]
+            self.span(side, start, end, {**context, decision.site: value}, region.call)
             sides.append(side)
-            results.append(values)
+        for pair in _rebound(sides, region, mapping):
+            region.slot_of[pair[0]] = len(region.slots)
+            region.slots.append(pair)
+        results: list[list[Any]] = []
+        for side, k in zip(sides, (0, 1)):
+            outputs = [pair[k] for pair in region.slots]
+            results.append([self._lookup(side, side.run, v) if isinstance(v, torch.fx.Node) else v for v in outputs])
         if any(n.op == "call_function" and n.target in MODE_SWITCHES for side in sides for n in side.graph.nodes):
             raise ModeInside(decision.site, decision.code)
         # a contiguous copy also stands for the copy an operand's memory needs
@@ -671,6 +691,29 @@ class Joiner:
         # a decision's .item() that only fed its predicate is read no more (the cond reads the tensor)
         graph.eliminate_dead_code(is_impure_node=lambda n: n.target is _hold or n.is_impure())
         return torch.fx.GraphModule(dict(self.constants), graph)
+
+
+def _rebound(sides: list[_Graph], region: Region, mapping: dict) -> list[tuple[torch.fx.Node, torch.fx.Node]]:
+    """Values from before the region that a cond nested in one of its sides rebinds (a side of
+    the nested decision computes another value for them), as slots ``(value in the first
+    run, value in the second)`` the region must hand on too: the two runs the region was
+    aligned on took the nested decision one way, and agree on those values."""
+    first, second = sides
+    a, b = first.run, second.run
+    inverse = {x: y for y, x in mapping.items()}
+    found: dict[torch.fx.Node, torch.fx.Node] = {}
+    for side, run, start in ((first, a, region.start_a), (second, b, region.start_b)):
+        for node, value in side.env.items():
+            if not isinstance(value, torch.fx.Node) or value.op in ("placeholder", "get_attr") or node.op == "get_attr":
+                continue
+            at = run.index.get(node)
+            if at is None or at >= start:
+                continue
+            x, y = (node, inverse.get(node)) if run is a else (mapping.get(node), node)
+            if x is None or y is None or x in region.slot_of or x in found:
+                continue
+            found[x] = y
+    return list(found.items())
 
 
 def _sized_by(

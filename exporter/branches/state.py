@@ -122,6 +122,7 @@ class _How(enum.Enum):
     TENSOR = enum.auto()
     SYMBOLIC = enum.auto()
     PLAIN = enum.auto()
+    FUNCTION = enum.auto()
     IDENTITY = enum.auto()
     SEQUENCE = enum.auto()
     MAPPING = enum.auto()
@@ -147,6 +148,8 @@ def _how_of(cls: type) -> tuple[_How, tuple[str, ...]]:
         how = _How.SYMBOLIC
     elif issubclass(cls, _PLAIN):
         how = _How.PLAIN
+    elif cls is types.FunctionType:
+        how = _How.FUNCTION
     elif issubclass(cls, _IDENTITY):
         how = _How.IDENTITY
     elif issubclass(cls, (list, tuple)):
@@ -178,21 +181,23 @@ def _plain(value: Any) -> Any:
     return (type(value).__name__, value if isinstance(value, (bool, int, str, bytes, type(None))) else repr(value))
 
 
-def _symbolic(value: Any) -> Any:
+def _symbolic(value: Any, exprs: bool = True) -> Any:
     constant = value.node.maybe_as_int() if isinstance(value, torch.SymInt) else None
     if constant is not None:
         return ("int", constant)
-    return ("symbolic", type(value).__name__, str(value.node.expr))
+    return ("symbolic", type(value).__name__, str(value.node.expr) if exprs else None)
 
 
-def snapshot(frames: list[types.FrameType], skip: frozenset[str] = frozenset()) -> State:
+def snapshot(frames: list[types.FrameType], skip: frozenset[str] = frozenset(), exprs: bool = True) -> State:
     """Fingerprint what ``frames`` reach: every local, its module's globals, and the
     attributes and contents of the objects and containers they hold.  A tensor counts as a
-    tensor whatever it holds (the graph compares tensors); a function, class or module, or
-    an object of the standard library's, as itself.  An object reached twice has one
-    fingerprint, whichever way it was reached.  ``skip``: locals of the loop's frame left out
-    (carried values, which the caller compares)."""
-    walk = _Walk()
+    tensor whatever it holds (the graph compares tensors); a function as its code and what
+    its closure holds; a class or module, or an object of the standard library's, as
+    itself.  An object reached twice has one fingerprint, whichever way it was reached.
+    ``skip``: locals of the loop's frame left out (carried values, which the caller
+    compares).  ``exprs=False``: a symbolic number counts as one of its kind, not by its
+    expression (for comparing two runs, whose symbols are their own)."""
+    walk = _Walk(exprs)
     state: State = {}
     modules: set[int] = set()
     for k, frame in enumerate(frames):
@@ -210,10 +215,11 @@ def snapshot(frames: list[types.FrameType], skip: frozenset[str] = frozenset()) 
 class _Walk:
     """Fingerprints of values, each object's computed once per snapshot."""
 
-    def __init__(self) -> None:
+    def __init__(self, exprs: bool = True) -> None:
         self.memo: dict[int, Any] = {}
         self.keep: list[Any] = []  # alive until the walk ends, so no id is reused within it
         self.count = 0
+        self.exprs = exprs
 
     def __call__(self, value: Any, depth: int) -> Any:
         cls = type(value)
@@ -223,7 +229,12 @@ class _Walk:
         if how is _How.PLAIN:
             return _plain(value)
         if how is _How.SYMBOLIC:
-            return _symbolic(value)
+            return _symbolic(value, self.exprs)
+        if how is _How.FUNCTION:  # made anew on each run where forward defines it: its code and closure
+            if depth > MAX_DEPTH:
+                return ("past the limit",)
+            cells = tuple(self(c, depth + 1) for c in (value.__closure__ or ()))
+            return ("function", id(value.__code__), cells, self(value.__defaults__, depth + 1))
         if how is _How.IDENTITY:
             return ("identity", id(value))
         known = self.memo.get(id(value))
@@ -257,7 +268,7 @@ def _object(value: Any, cls: type, how: _How, slots: tuple[str, ...]) -> tuple[A
         return (*kind, tuple(items)), []
     if how is _How.GENERATOR:
         frame = value.gi_frame
-        return (*kind, id(value), frame.f_lasti if frame is not None else -1), (
+        return (*kind, frame.f_lasti if frame is not None else -1), (
             [(f"<{name}>", v) for name, v in frame.f_locals.items()] if frame is not None else []
         )
     if how is _How.CELL:
@@ -270,7 +281,7 @@ def _object(value: Any, cls: type, how: _How, slots: tuple[str, ...]) -> tuple[A
             reduced = value.__reduce__()
         except Exception:  # noqa: BLE001 - an iterator that does not say
             return ("identity", id(value)), []
-        return (*kind, id(value), repr(reduced[2:]) if len(reduced) > 2 else None), []
+        return (*kind, repr(reduced[2:]) if len(reduced) > 2 else None), []
     attributes = getattr(value, "__dict__", None)
     children = [(f".{name}", v) for name, v in list(attributes.items())] if isinstance(attributes, dict) else []
     for name in slots:

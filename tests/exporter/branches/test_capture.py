@@ -1003,6 +1003,56 @@ def test_python_state_a_side_changes_and_forward_reads_after_it_is_each_sides_ow
     _matches_eager(program, model, [(_x(4, 8),), (_x(4, 8, sign=-1),), (torch.randn(4, 8),)])
 
 
+class FlagReadOnALaterSide(nn.Module):
+    """A flag decided first and read only on the side of a later decision that the example
+    does not take: the runs that take the flag two ways agree node for node where the
+    example goes, but not where the later decision's other side goes."""
+
+    def forward(self, x, y):
+        flag = bool(x.any())  # line-marker: flag read later
+        if y.max() > 0:
+            return y
+        return y * (2 if flag else 3)
+
+
+def test_a_decision_read_only_on_a_later_decisions_other_side_is_held_there():
+    model = FlagReadOnALaterSide()
+    program = exporter.export(model, (torch.ones(3), torch.ones(3)))
+    assert _line("flag read later") in [d.location for d in program.branch_report.decisions]
+    inputs = [(torch.ones(3), torch.ones(3)), (torch.zeros(3), torch.ones(3)), (torch.ones(3), -torch.ones(3)),
+              (torch.zeros(3), -torch.ones(3))]
+    _matches_eager(program, model, inputs)
+
+
+def _scaled_then_picked(x, y):
+    if x.sum() > 0:  # line-marker: scaled
+        z = x * 2
+    else:
+        z = x * 3
+    if y.max() > 0:  # line-marker: picked
+        return z, y
+    return z, y * 2
+
+
+class TwoDecisionsInAHelper(nn.Module):
+    """A helper's second decision, nested in its first one's region, changes a value (``y``)
+    that the two runs of the first decision return alike: the first decision's cond must
+    hand it on too."""
+
+    def forward(self, x, y):
+        z, y2 = _scaled_then_picked(x, y)
+        return z + y2
+
+
+def test_a_value_a_nested_decision_changes_leaves_the_outer_cond():
+    model = TwoDecisionsInAHelper()
+    program = exporter.export(model, (torch.ones(3), torch.ones(3)))
+    assert [d.location for d in program.branch_report.decisions] == [_line("scaled"), _line("picked")]
+    signs = [(torch.ones(3), torch.ones(3)), (-torch.ones(3), torch.ones(3)), (torch.ones(3), -torch.ones(3)),
+             (-torch.ones(3), -torch.ones(3))]
+    _matches_eager(program, model, signs)
+
+
 class SliceOfAWiderTensor(nn.Module):
     """Both sides return the same strides, a slice of a wider tensor's rows (longformer's
     attention output, cut back from its padded length): not dense, which torch.cond cannot

@@ -60,16 +60,20 @@ class Stmt:
 
 @dataclass
 class Helper:
-    """A module-level function ``name(x, labels, acc, n0)`` holding a loop, returning
-    ``acc, n0``: the loop runs in a frame between forward's and the loop."""
+    """A module-level function: ``name(x, labels, acc, n0)`` holding a loop, returning ``acc,
+    n0`` (the loop runs in a frame between forward's and the loop), or ``name(x, labels, h,
+    acc)`` holding branches, returning ``h, acc`` from each of its sides (a value one
+    decision leaves alike on both sides, another changes)."""
 
     name: str
     body: list[Stmt]
+    params: str = "x, labels, acc, n0"
+    returns: str = "acc, n0"
 
     def render(self) -> list[str]:
-        lines = [f"def {self.name}(x, labels, acc, n0):"]
+        lines = [f"def {self.name}({self.params}):"]
         lines += [line for s in self.body for line in s.render(1)] or ["    pass"]
-        lines.append("    return acc, n0")
+        lines.append(f"    return {self.returns}")
         return lines
 
 
@@ -275,7 +279,7 @@ def _statement(r: random.Random, depth: int, helpers: list[Helper]) -> Stmt:
     choices = [
         ("tensor", 4), ("python", 2), ("branch", 5 if depth < 3 else 1), ("loop", 5 if depth < 3 else 0),
         ("stored check", 2), ("check", 1), ("raise stored", 2), ("early return", 1 if depth else 2),
-        ("python branch", 2), ("helper", 1 if depth < 2 else 0),
+        ("python branch", 2), ("helper", 1 if depth < 2 else 0), ("branch helper", 1 if depth < 2 else 0),
     ]
     kind = r.choices([k for k, _ in choices], [w for _, w in choices])[0]
     a = _value(r)
@@ -306,6 +310,12 @@ def _statement(r: random.Random, depth: int, helpers: list[Helper]) -> Stmt:
     if kind == "early return":
         return Stmt(f"if {_tensor_condition(r)}:", [Stmt("return h - acc")], tag="early return")
     name = f"helper_{len(helpers)}"
+    if kind == "branch helper":
+        scaled = Stmt(f"if {_tensor_condition(r)}:", [Stmt(f"h = h * {_f(a + 1)}")], [Stmt(f"h = h + {_f(a)}")], tag="branch")
+        early = Stmt(f"if {_tensor_condition(r)}:", [Stmt("return h, acc")], tag="early return")
+        tail = Stmt(f"acc = acc * {_f(abs(a) + 0.5)} + 1.0", tag="tensor")
+        helpers.append(Helper(name, [scaled, early, tail], "x, labels, h, acc", "h, acc"))
+        return Stmt(f"h, acc = {name}(x, labels, h, acc)", tag="branch helper call")
     header, reads = _loop_header(r)
     body = [_step_statement(r, reads, 1, helper=True) for _ in range(r.randint(1, 2))]
     helpers.append(Helper(name, [Stmt(header, body, tag="loop")]))
