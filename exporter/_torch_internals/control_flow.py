@@ -156,9 +156,14 @@ def check_at_run_time(shape_env: ShapeEnv, fact: sympy.Basic, message: str) -> N
 
 def check_value(fact: Any, message: str) -> None:
     """``torch._check(fact)``: where ``fact`` is a SymBool, the program asserts it when it runs,
-    saying ``message``."""
+    saying ``message``.  A fact about a float the data decides is asserted by a node of its
+    own: torch's runtime-assert pass (2.13 to 2.15) takes a bound on one such float for a
+    range it asserts elsewhere, and asserts nothing."""
     if isinstance(fact, torch.SymBool):  # before the check: its expression reads True after it
-        _remember(fact.node.shape_env, fact.node.expr, message)
+        expression = fact.node.expr
+        _remember(fact.node.shape_env, expression, message)
+        if any(not symbol.is_integer for symbol in expression.free_symbols):
+            torch.ops.aten._assert_scalar.default(fact, message)
     torch._check(fact, lambda: message)
 
 

@@ -206,13 +206,11 @@ def capture(
                 raise refusal(error, max_runs - 1) or error
             continue
         break
-    if not decider.decisions and not decider.loops:
-        state = tracer.finish(first, traced)
-        if learned.checked:
-            state.branch_report = BranchReport((), 1, _checked_lines(decider.checks))
-        return state
-    # forward branches on values: every run from here on shares one fake world, so their graphs
-    # read the same inputs and symbols, and is traced the same way (functionalized if any is)
+    if not decider.decisions and not decider.loops and not decider.checks:
+        return tracer.finish(first, traced)
+    # forward branches on values (or holds a decision whose other side raises, which the join
+    # asserts): every run from here on shares one fake world, so their graphs read the same
+    # inputs and symbols, and is traced the same way (functionalized if any is)
     functionalize = first.watch.functionalized
     attempts = 0
     while attempts < 2:  # a second time, every run functionalized, if the runs were traced differently

@@ -874,6 +874,34 @@ def test_a_side_that_raises_is_checked_when_the_program_runs(branch_after):
     assert "(`if (x < 0).any():  # line-marker: input check`)" in str(refused.value)
 
 
+class FloatCheck(nn.Module):
+    """An input check on a float read with ``.item()``, alone or on one side of a branch."""
+
+    def __init__(self, inside: bool) -> None:
+        super().__init__()
+        self.inside = inside
+
+    def forward(self, x):
+        if self.inside and x.sum() <= 0:
+            return -x
+        if x.abs().max().item() > 0.82:  # line-marker: float check
+            raise ValueError("too large")
+        return x * 2
+
+
+@pytest.mark.parametrize("inside", [False, True], ids=["alone", "on one side of a branch"])
+def test_a_check_on_a_float_is_asserted_when_the_program_runs(inside):
+    model = FloatCheck(inside)
+    program = exporter.export(model, (torch.full((3,), 0.5),))
+    assert program.branch_report.checked == (_line("float check"),)
+    valid = [(torch.full((3,), 0.5),)] + ([(torch.full((3,), -2.0),)] if inside else [])
+    _matches_eager(program, model, valid)
+    with pytest.raises(ValueError):
+        model(torch.full((3,), 2.0))
+    with pytest.raises(RuntimeError, match="forward\\(\\) raises for this input at .*: ValueError: too large"):
+        program.module()(torch.full((3,), 2.0))
+
+
 class ValidatedDistribution(nn.Module):
     """blt's entropy: ``torch.distributions`` checks its arguments' values in Python and raises
     on invalid ones, as a model's own input check does."""
