@@ -9,6 +9,8 @@ import importlib.util
 import os
 import re
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
@@ -21,6 +23,7 @@ __all__ = [
     "STATE_MUTATIONS",
     "graph_modules",
     "graph_symbols",
+    "has_side_effects",
     "is_library_frame",
     "module_stack_key",
     "node_frame",
@@ -55,6 +58,32 @@ def module_stack_key(path: str) -> str:
 def graph_modules(gm: torch.fx.GraphModule) -> list[torch.fx.GraphModule]:
     """``gm`` and every higher-order-op subgraph module under it, outermost first."""
     return [m for m in gm.modules() if isinstance(m, torch.fx.GraphModule)]
+
+
+def has_side_effects(
+    node: torch.fx.Node, owner: Any, impure: Callable[[torch.fx.Node], bool] = lambda n: n.is_impure()
+) -> bool:
+    """Whether ``node`` (of a graph whose ``get_attr`` targets ``owner`` holds) has an effect
+    beyond its results: it is ``impure``, or it calls a higher-order op (torch.cond,
+    torch.while_loop) whose subgraphs hold such a node at any depth (an assert on one side).
+    A placeholder or the output frames its graph and is always kept, so counts as one; a
+    subgraph's own frame is no effect of the call."""
+    if impure(node):
+        return True
+    if node.op != "call_function":
+        return False
+    for arg in node.args:
+        if not (isinstance(arg, torch.fx.Node) and arg.op == "get_attr"):
+            continue
+        sub: Any = owner
+        for part in str(arg.target).split("."):
+            sub = getattr(sub, part, None)
+        gm = sub if isinstance(sub, torch.fx.GraphModule) else getattr(sub, "gm", None)
+        if isinstance(gm, torch.fx.GraphModule) and any(
+            has_side_effects(n, gm, impure) for n in gm.graph.nodes if n.op not in ("placeholder", "output")
+        ):
+            return True
+    return False
 
 
 def graph_symbols(gm: torch.fx.GraphModule) -> set:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-from exporter._ir import graph_modules
+from exporter._ir import graph_modules, has_side_effects
 from exporter._torch_internals import own_buffers, own_parameters
 from exporter._state import ExportState
 
@@ -62,7 +62,8 @@ def eliminate_dead_code(state: ExportState) -> bool:
     changed = False
     kept = _signature_values(state)
     for module in graph_modules(state.gm):
-        if _eliminate(module.graph, lambda n: n in kept or _is_impure(n)):
+        # a cond or while_loop whose subgraphs assert something runs, whatever it returns
+        if _eliminate(module.graph, lambda n, m=module: n in kept or has_side_effects(n, m, _is_impure)):
             changed = True
             if module is not state.gm:
                 module.recompile()

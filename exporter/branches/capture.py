@@ -31,7 +31,7 @@ from .decide import (
     refusal,
     tests_a_selection_for_none,
 )
-from .join import DataLoop, Joiner, ModeInside, Unread, interpreted
+from .join import DataLoop, HeldUnkept, Joiner, ModeInside, Unread, interpreted
 from .loops import WITNESS_STEPS, CarryNeeded, LoopRefused, after_loops_differ, loop_refusal, same_constant, stopped_early
 
 __all__ = ["BRANCH_MODES", "DEFAULT_MAX_RUNS", "capture"]
@@ -234,6 +234,8 @@ def capture(
             raise _loop_error(loop.args[0]) from None
         except Unread as unread:
             raise _unread_error(*unread.args) from None
+        except HeldUnkept as unkept:
+            raise _unkept_error(*unkept.args) from None
         except ModeInside as inside:
             raise _mode_error(*inside.args) from None
         except LoopRefused as refused:
@@ -350,6 +352,18 @@ def _mode_error(site: Any, code: str | None) -> TraceError:
         location=site.location,
         hint="export with the default IR, where the switches leave no calls, or with branches='draft' to follow "
         "the example",
+    )
+
+
+def _unkept_error(site: Any, code: str | None) -> TraceError:
+    return TraceError(
+        "forward() raises on a side of a branch on a tensor's value"
+        + (f" (`{code}`)" if code else "")
+        + ", and the program's check of it would sit in a torch.cond that none of forward's results depends "
+        "on, which consumers of the program drop as dead code",
+        category=Category.BRANCH_CAPTURE,
+        location=site.location,
+        hint="check the input before the branch, or export with branches='draft' to follow the example",
     )
 
 

@@ -14,6 +14,7 @@ branches' graphs and joins their outputs' sizes.
 from __future__ import annotations
 
 import operator
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,7 @@ from .._torch_internals import (
     evaluate_expression,
     free_unbacked_symbols,
 )
+from .._ir import has_side_effects
 from ..trace.write_watch import aliases
 from .align import Extend, Region, Run, Unjoinable, align
 from .general import Adjust, Generality, bound_alike, compose, is_number
@@ -50,7 +52,7 @@ from .loops import (
     while_loop,
 )
 
-__all__ = ["DataLoop", "Joiner", "Overlap", "Unread", "interpreted"]
+__all__ = ["DataLoop", "HeldUnkept", "Joiner", "Overlap", "Unread", "interpreted"]
 
 
 class DataLoop(Exception):
@@ -81,6 +83,11 @@ class _Tainted(Exception):
     def __init__(self, origin: Site) -> None:
         super().__init__(origin)
         self.origin = origin
+
+
+class HeldUnkept(Exception):
+    """A side asserts a held decision, but no value forward's results depend on passes
+    through the cond, which the program would then drop (``args``: the site and its code)."""
 
 
 class Unread(Exception):
@@ -542,6 +549,16 @@ class Joiner:
         for pair in _rebound(sides, region, mapping):
             region.slot_of[pair[0]] = len(region.slots)
             region.slots.append(pair)
+        if any(_asserts(side.graph, self.constants) for side in sides):
+            # a cond is dead code to torch (ep.module() drops it) unless forward's results
+            # read one of its own: a side that asserts a held decision hands on a value
+            # they read, as it was
+            kept = _kept_through(run, region, mapping)
+            if kept is None:
+                raise HeldUnkept(decision.site, decision.code)
+            if kept is not True:
+                region.slot_of[kept[0]] = len(region.slots)
+                region.slots.append(kept)
         results: list[list[Any]] = []
         for side, k in zip(sides, (0, 1)):
             outputs = [pair[k] for pair in region.slots]
@@ -689,8 +706,43 @@ class Joiner:
         g = self.span(g, len(base.placeholders), len(base.nodes) - 1, {})
         graph.output(tuple(self._lookup(g, g.run, v) if isinstance(v, torch.fx.Node) else v for v in g.run.outputs(self.universe)))
         # a decision's .item() that only fed its predicate is read no more (the cond reads the tensor)
-        graph.eliminate_dead_code(is_impure_node=lambda n: n.target is _hold or n.is_impure())
+        owner = types.SimpleNamespace(**self.constants)
+        held = lambda n: n.target is _hold or n.is_impure()  # noqa: E731
+        # a cond or loop whose side asserts a held decision runs, whatever it returns
+        graph.eliminate_dead_code(is_impure_node=lambda n: has_side_effects(n, owner, held))
         return torch.fx.GraphModule(dict(self.constants), graph)
+
+
+def _asserts(graph: torch.fx.Graph, constants: dict[str, Any]) -> bool:
+    """Whether ``graph`` asserts a held decision, at any depth of the conds in it."""
+    owner = types.SimpleNamespace(**constants)
+    return any(has_side_effects(n, owner, lambda n: n.target is _hold) for n in graph.nodes)
+
+
+def _kept_through(run: Run, region: Region, mapping: dict) -> tuple[torch.fx.Node, torch.fx.Node] | bool | None:
+    """True where forward's results depend on a result of the region's cond already (a slot
+    a node after the region reads); else a tensor from before the region that they depend on
+    through a node after it, as a slot ``(value in the first run, in the second)``; None if
+    there is none."""
+    live: set[torch.fx.Node] = set()
+    todo = [run.output]
+    while todo:
+        node = todo.pop()
+        if node not in live:
+            live.add(node)
+            todo.extend(node.all_input_nodes)
+    inverse = {x: y for y, x in mapping.items()}
+    found = None
+    for node in run.nodes[region.end_a:]:
+        if node not in live:
+            continue
+        for x in node.all_input_nodes:
+            if x in region.slot_of:
+                return True
+            at = run.index.get(x, region.start_a)
+            if found is None and at < region.start_a and x in inverse and isinstance(x.meta.get("val"), torch.Tensor):
+                found = x, inverse[x]
+    return found
 
 
 def _rebound(sides: list[_Graph], region: Region, mapping: dict) -> list[tuple[torch.fx.Node, torch.fx.Node]]:

@@ -13,6 +13,7 @@ from exporter._ir import (
     STATE_MUTATIONS,
     graph_modules,
     graph_symbols,
+    has_side_effects,
     is_library_frame,
     module_stack_key,
     node_frame,
@@ -46,6 +47,23 @@ def test_graph_modules_include_higher_order_op_subgraphs():
     ep = exporter.export(Branchy(), (torch.randn(3),))
     modules = graph_modules(ep.graph_module)
     assert modules[0] is ep.graph_module and len(modules) == 3
+
+
+class ChecksOnOneSide(torch.nn.Module):
+    def forward(self, x):
+        def checked(t):
+            torch._assert_async((t > 0).all(), "negative")
+            return t.sin()
+
+        return torch.cond(x.sum() > 0, checked, lambda t: t.cos(), (x,))
+
+
+@pytest.mark.parametrize("model, effects", [(Branchy, False), (ChecksOnOneSide, True)], ids=["pure sides", "an assert on one side"])
+def test_a_higher_order_call_has_side_effects_where_a_subgraph_does(model, effects):
+    gm = torch.export.export(model(), (torch.randn(3),)).graph_module
+    (cond,) = [n for n in gm.graph.nodes if n.target is torch.ops.higher_order.cond]
+    assert has_side_effects(cond, gm) is effects
+    assert has_side_effects(cond, gm, lambda n: True)  # what counts as impure is the caller's
 
 
 def test_graph_symbols_are_read_from_every_value():

@@ -58,3 +58,22 @@ def test_eager_profiling_regions_are_dropped():
     assert torch.ops.profiler._record_function_exit._RecordFunction in call_targets(state.gm)
     assert eliminate_dead_code(state) is True
     assert call_targets(state.gm) == [torch.ops.aten.sin.default]
+
+
+class AssertsOnOneSide(torch.nn.Module):
+    """A torch.cond whose result nothing reads, one side of which asserts."""
+
+    def forward(self, x):
+        def checked(x):
+            torch._assert_async((x > 0).all(), "negative on the true side")
+            return x.clone()
+
+        torch.cond(x.sum() > 0, checked, lambda x: x.clone(), (x,))
+        return x * 2
+
+
+def test_a_cond_whose_side_asserts_survives_though_its_result_is_unused():
+    state = traced_state(AssertsOnOneSide(), (torch.randn(3),), until=eliminate_dead_code)
+    assert torch.ops.higher_order.cond in call_targets(state.gm)
+    eliminate_dead_code(state)
+    assert torch.ops.higher_order.cond in call_targets(state.gm)

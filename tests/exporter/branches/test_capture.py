@@ -902,6 +902,29 @@ def test_a_check_on_a_float_is_asserted_when_the_program_runs(inside):
         program.module()(torch.full((3,), 2.0))
 
 
+def _checked_helper(x):
+    if x.sum() > 0:  # line-marker: checked helper
+        if (x > 5).any():
+            raise ValueError("too large")
+        return x * 2
+    return x
+
+
+class ResultsReadNothingChecked(nn.Module):
+    """A helper whose side asserts, whose results forward does not use: no result of
+    forward's would read the cond, which consumers drop as dead code."""
+
+    def forward(self, x):
+        _checked_helper(x)
+        return torch.ones(3)
+
+
+def test_a_check_no_result_depends_on_is_refused_not_dropped():
+    with pytest.raises(exporter.TraceError, match="none of forward's results depends on") as refused:
+        exporter.export(ResultsReadNothingChecked(), (torch.ones(3),))
+    assert refused.value.location == _line("checked helper")
+
+
 class ValidatedDistribution(nn.Module):
     """blt's entropy: ``torch.distributions`` checks its arguments' values in Python and raises
     on invalid ones, as a model's own input check does."""
