@@ -50,6 +50,7 @@ KINDS = (
     ("zoo", "Model zoo"),
     ("parity", "Parity with torch.export"),
     ("branches", "Branch capture"),
+    ("fuzz-flow", "Control-flow fuzzer"),
 )
 OTHER_KIND = "Other results"
 
@@ -66,6 +67,7 @@ RENDERERS = {
     "zoo": "zoo",
     "parity": "tests.parity.run",
     "branches": "branches",
+    "fuzz-flow": "tests.fuzz.flow.run",
 }
 
 # The plots plots.py draws, in the order the index shows them: (file name prefix, caption).
