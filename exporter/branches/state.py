@@ -6,6 +6,7 @@ the loop's frame that carry a changed number through the program or unbind a cha
 from __future__ import annotations
 
 import ast
+import collections
 import dis
 import enum
 import inspect
@@ -152,7 +153,7 @@ def _how_of(cls: type) -> tuple[_How, tuple[str, ...]]:
         how = _How.FUNCTION
     elif issubclass(cls, _IDENTITY):
         how = _How.IDENTITY
-    elif issubclass(cls, (list, tuple)):
+    elif issubclass(cls, (list, tuple, collections.deque)):
         how = _How.SEQUENCE
     elif issubclass(cls, dict):
         how = _How.MAPPING
@@ -164,7 +165,7 @@ def _how_of(cls: type) -> tuple[_How, tuple[str, ...]]:
         how = _How.CELL
     elif hasattr(cls, "__next__") and "__dict__" not in dir(cls):
         how = _How.ITERATOR  # a builtin iterator: its position, where it gives it
-    elif _standard(cls):
+    elif _standard(cls) and cls is not types.SimpleNamespace:
         how = _How.IDENTITY  # a logger, a lock, a pattern: not the model's state
     else:
         how = _How.OBJECT

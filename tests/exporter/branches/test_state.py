@@ -167,3 +167,30 @@ def test_the_line_that_writes_a_name_inside_a_loop():
     assert assigned_at(frame, loop_line, "total") == loop_line + 1
     assert assigned_at(frame, loop_line, "seen") == loop_line + 2
     assert assigned_at(frame, loop_line, "absent") is None
+
+
+def _fresh_state():
+    """What one run of forward makes anew: an iterator part way, a closure, a namespace, a deque."""
+    import collections
+    import types as pytypes
+
+    it = iter([1, 2, 3])
+    next(it)
+    scale = 2
+    double = lambda v: v * scale  # noqa: E731
+    config = pytypes.SimpleNamespace(width=4)
+    window = collections.deque([1, 2])
+    return snapshot([sys._getframe()], exprs=False)
+
+
+def test_two_runs_that_made_the_same_state_anew_have_one_fingerprint():
+    assert _fresh_state() == _fresh_state()
+
+
+def test_a_closure_holding_another_value_is_another_state():
+    def state(value):
+        held = value
+        read = lambda: held  # noqa: E731
+        return snapshot([sys._getframe()], frozenset({"value"}), exprs=False)
+
+    assert state(1) != state(2)
