@@ -20,11 +20,11 @@ from ..trace.module_function import Recorded
 from .align import Parted, Run, Unjoinable
 from .decide import (
     Decider,
-    causes,
     Learned,
     Pin,
     Site,
     TooManyDecisions,
+    causes,
     limit_error,
     loop_error,
     raised_by_model,

@@ -22,7 +22,6 @@ import pytest
 import torch
 
 import exporter
-from tests.fuzz.flow import runner
 from tests.fuzz.flow.generator import generate
 from tests.fuzz.flow.runner import check_flow, inputs_for
 from tests.fuzz.flow.shrink import finding_file, shrink

@@ -77,7 +77,7 @@ def test_a_rebound_local_is_named_as_a_local():
 
 def test_an_object_reached_twice_has_one_fingerprint():
     holder = Holder()
-    alias = holder
+    alias = holder  # noqa: F841 - the snapshot reads it
     frame = sys._getframe()
     first = snapshot([frame])
     assert first[(0, "holder")] == first[(0, "alias")]
@@ -177,9 +177,9 @@ def _fresh_state():
     it = iter([1, 2, 3])
     next(it)
     scale = 2
-    double = lambda v: v * scale  # noqa: E731
-    config = pytypes.SimpleNamespace(width=4)
-    window = collections.deque([1, 2])
+    double = lambda v: v * scale  # noqa: E731, F841 - the snapshot reads these
+    config = pytypes.SimpleNamespace(width=4)  # noqa: F841
+    window = collections.deque([1, 2])  # noqa: F841
     return snapshot([sys._getframe()], exprs=False)
 
 
@@ -190,7 +190,7 @@ def test_two_runs_that_made_the_same_state_anew_have_one_fingerprint():
 def test_a_closure_holding_another_value_is_another_state():
     def state(value):
         held = value
-        read = lambda: held  # noqa: E731
+        read = lambda: held  # noqa: E731, F841 - the snapshot reads it
         return snapshot([sys._getframe()], frozenset({"value"}), exprs=False)
 
     assert state(1) != state(2)
