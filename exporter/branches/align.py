@@ -70,15 +70,18 @@ class Run:
         self.updates = dict(zip(mutated, values[: len(mutated)]))
         """Flat input index -> the node of its value at the end of forward, for the inputs written."""
         self.results = values[len(mutated) :]
+        asked_after = 0
         for decision in self.decisions:  # where each use lies in the finished graph
             # not before the nodes its predicate reads (a value read, as a number, is not kept
-            # as an anchor)
+            # as an anchor), nor before a decision asked earlier (whose reads may be such values)
             after = max((self.index[n] + 1 for n in decision.bindings.values() if n in self.index), default=0)
+            after = max(after, asked_after)
             decision.uses = [
                 (self._past_items(max(after, self.index[anchor] + 1 if anchor in self.index else len(self.placeholders))), stack)
                 for anchor, (_, stack) in zip(decision.anchors, decision.uses)
             ]
             decision.position = decision.uses[0][0]
+            asked_after = decision.position
             # the last node made when it was first asked: a decision asked as the call it is
             # asked in returns parts there, after the call, but belongs inside it
             first = decision.anchors[0] if decision.anchors else None

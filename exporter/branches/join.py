@@ -350,7 +350,7 @@ class Joiner:
         decision = min(pending, key=lambda d: d.position)
         levels: dict[int, int] = {}
         mark = _mark(g)
-        kept = (len(self.decisions), len(self.loops), dict(self._worlds))
+        kept = (len(self.decisions), len(self.loops), dict(self._worlds), set(self._asked_before))
         self._joining.add(id(decision))
         try:
             while True:
@@ -363,6 +363,7 @@ class Joiner:
                     self._constant_nodes = {k: v for k, v in self._constant_nodes.items() if k[0] != id(g.graph)}
                     del self.decisions[kept[0]:], self.loops[kept[1]:]
                     self._worlds = dict(kept[2])
+                    self._asked_before = set(kept[3])  # the grown region asks them anew
                     if isinstance(again, _Tainted):
                         self._exact.add(decision.site)
                     else:
