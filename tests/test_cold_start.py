@@ -122,6 +122,7 @@ def test_an_export_imports_compilers_only_where_torch_does(dynamic, tmp_path):
     [[MLP, "-q"], [MLP, "-q", "--dynamic", "x.0=batch:1..64"], ["check", "-q", MLP]],
     ids=["export", "dynamic", "check"],
 )
+@pytest.mark.slow
 def test_the_command_line_imports_compilers_only_where_torch_does(argv, tmp_path):
     first = _first_imports(_CLI.format(argv=argv), tmp_path)
     _assert_only_torch_imports_compilers(first, in_workers=argv[0] == "check")

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import attrs
+import sympy
 import torch
 
 from .._ir import is_library_frame
@@ -132,6 +133,13 @@ class _How(enum.Enum):
     CELL = enum.auto()
     ITERATOR = enum.auto()
     OBJECT = enum.auto()
+    SYMPY = enum.auto()
+
+
+_MACHINERY = ("torch._subclasses.", "torch.fx.experimental.", "torch.fx.graph", "torch.fx.node", "torch.utils._sympy.",
+              "torch._guards", "torch._ops", "torch._library.", "_pytest.", "pluggy.")
+"""Modules whose objects are the tracing's machinery (a fake mode, a ShapeEnv, a graph) or a
+test runner's, not a model's state: each counts as itself, unwalked."""
 
 
 _HOW: dict[type, tuple[_How, tuple[str, ...]]] = {}
@@ -147,6 +155,10 @@ def _how_of(cls: type) -> tuple[_How, tuple[str, ...]]:
         how = _How.TENSOR
     elif issubclass(cls, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         how = _How.SYMBOLIC
+    elif issubclass(cls, sympy.Basic):
+        how = _How.SYMPY  # immutable: its expression
+    elif (getattr(cls, "__module__", "") or "").startswith(_MACHINERY):
+        how = _How.IDENTITY
     elif issubclass(cls, _PLAIN):
         how = _How.PLAIN
     elif cls is types.FunctionType:
@@ -231,6 +243,8 @@ class _Walk:
             return _plain(value)
         if how is _How.SYMBOLIC:
             return _symbolic(value, self.exprs)
+        if how is _How.SYMPY:
+            return ("sympy", str(value) if self.exprs else type(value).__name__)
         if how is _How.FUNCTION:  # made anew on each run where forward defines it: its code and closure
             if depth > MAX_DEPTH:
                 return ("past the limit",)
@@ -269,8 +283,9 @@ def _object(value: Any, cls: type, how: _How, slots: tuple[str, ...]) -> tuple[A
         return (*kind, tuple(items)), []
     if how is _How.GENERATOR:
         frame = value.gi_frame
+        mine = frame is not None and not is_library_frame(os.path.abspath(frame.f_code.co_filename))
         return (*kind, frame.f_lasti if frame is not None else -1), (
-            [(f"<{name}>", v) for name, v in frame.f_locals.items()] if frame is not None else []
+            [(f"<{name}>", v) for name, v in frame.f_locals.items()] if mine else []  # a library's: where it stands
         )
     if how is _How.CELL:
         try:

@@ -83,6 +83,7 @@ def test_a_program_that_differs_from_eager_is_a_failed_row_not_a_time(bench, mon
     assert "ratio" not in row
 
 
+@pytest.mark.slow
 def test_back_to_back_exports_time_both_tools(bench):
     row = bench.back_to_back("gpt2", 1, exports=2)
     for tool in ("exporter", "oracle"):

@@ -8,6 +8,8 @@ trace's cache lookup evaluated their size guards on its symbolic size and record
 import subprocess
 import sys
 
+import pytest
+
 
 SCRIPT = """
 import torch, exporter
@@ -32,6 +34,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_a_dynamic_export_after_a_static_one_of_the_same_cond_model():
     result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
     assert result.stdout.strip().endswith("ok"), result.stderr[-3000:]

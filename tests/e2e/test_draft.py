@@ -167,6 +167,7 @@ def test_a_dynamic_shape_the_model_does_not_fit_is_relaxed_like_draft_export():
         program.module()(torch.randn(4, 8))  # the width the model needs is the example's
 
 
+@pytest.mark.slow
 def test_a_longformer_global_attention_switch_is_assumed_off_as_in_the_example():
     transformers = pytest.importorskip("transformers")
     config = transformers.LongformerConfig(
@@ -209,6 +210,7 @@ def test_index_columns_of_a_data_dependent_count_keep_their_symbol():
             torch.testing.assert_close(got, want)
 
 
+@pytest.mark.slow
 def test_longformer_classification_with_global_attention_on_the_first_token():
     # The classification head turns global attention on for the first token, so the
     # global branch runs: its einsum over the data-dependent number of global tokens is

@@ -187,6 +187,7 @@ print(type(out.cache).__name__, tuple(out.cache.layers[0].keys.shape))
 """
 
 
+@pytest.mark.slow
 def test_a_saved_decode_program_loads_and_runs_in_a_fresh_process(tmp_path):
     model = _gpt2()
     cache = model(torch.randint(0, 100, (2, 5)), use_cache=True).cache

@@ -34,6 +34,7 @@ def _edge(model, args, kwargs):
     return to_edge(exporter.export(model, args, kwargs)).exported_program()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_the_corpus_lowers_to_core_aten(case):
     harness.check_matches_eager(case, _core, seeds=(0, 1))

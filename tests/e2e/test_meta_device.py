@@ -25,6 +25,7 @@ def _meta_llama():
         return transformers.LlamaForCausalLM(config).eval()
 
 
+@pytest.mark.slow
 def test_a_meta_model_exports_like_the_oracle_and_runs_on_meta_inputs(tmp_path):
     model = _meta_llama()
     ids = torch.randint(0, 128, (2, 8), device="meta")
@@ -39,6 +40,7 @@ def test_a_meta_model_exports_like_the_oracle_and_runs_on_meta_inputs(tmp_path):
     assert loaded.module()(ids).logits.shape == (2, 8, 128)
 
 
+@pytest.mark.slow
 def test_the_command_line_exports_a_meta_skeleton_and_checks_shapes(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "exporter", os.path.join(EXAMPLES, "meta_skeleton.py:Skeleton"),

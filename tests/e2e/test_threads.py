@@ -22,6 +22,7 @@ import threading
 import traceback
 import types
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.export import Dim
@@ -193,6 +194,7 @@ def _freshly_compiled(tag):
     return torch.compile(types.FunctionType(code, _to_compile.__globals__), backend="aot_eager")
 
 
+@pytest.mark.slow
 def test_exports_and_eager_fake_and_compiled_work_in_other_threads_all_see_their_own_results():
     jobs = _export_jobs()
 

@@ -242,6 +242,7 @@ def test_no_model_exports_with_torch_export_only(zoo):
     assert not only_torch, describe(zoo, only_torch)
 
 
+@pytest.mark.slow
 def test_dynamic_runs_give_both_tools_auto_dims_and_check_grown_inputs(zoo):
     """``--dynamic``: batch and sequence ``Dim.AUTO`` for both tools, the kept dimensions and
     their ranges in the compared signature, and the program held to eager on grown inputs."""

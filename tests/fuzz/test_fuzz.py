@@ -100,6 +100,7 @@ print(json.dumps([outcome.klass, outcome.finding, outcome.detail]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [_finding_param(p) for p in FINDINGS])
 def test_finding_is_fixed(path):
     """In a fresh process (a finding may need other programs run first: ``RUN_FIRST``)."""

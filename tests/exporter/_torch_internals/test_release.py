@@ -46,6 +46,7 @@ def _import_exporter_as(version: str, **env: str) -> subprocess.CompletedProcess
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, cwd=ROOT)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", ["2.12.1", "2.16.0", "3.0.0"])
 def test_an_unsupported_release_is_refused_at_import_with_one_line(version):
     done = _import_exporter_as(version)
@@ -59,6 +60,7 @@ def test_an_unsupported_release_is_refused_at_import_with_one_line(version):
     assert "AttributeError" not in done.stderr
 
 
+@pytest.mark.slow
 def test_an_unsupported_release_may_be_tried_on_the_plain_path():
     done = _import_exporter_as("2.16.0", **{release.ALLOW_UNSUPPORTED: "1"})
     assert done.returncode == 0, done.stderr
@@ -75,6 +77,7 @@ def _command_line_as(version: str, tmp_path: pathlib.Path, *args: str, script: b
     return subprocess.run([*command, *args], capture_output=True, text=True, env=environment, cwd=ROOT)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", [False, True], ids=["python -m exporter", "exporter script"])
 def test_the_command_line_refuses_an_unsupported_release_with_one_line_and_exit_2(tmp_path, script):
     done = _command_line_as("2.12.1", tmp_path, "examples/mlp.py:MLP", script=script)
@@ -87,6 +90,7 @@ def test_the_command_line_refuses_an_unsupported_release_with_one_line_and_exit_
     assert done.stdout == ""
 
 
+@pytest.mark.slow
 def test_the_command_line_shows_the_refusals_traceback_with_verbose(tmp_path):
     done = _command_line_as("2.12.1", tmp_path, "examples/mlp.py:MLP", "--verbose")
     assert done.returncode == 1

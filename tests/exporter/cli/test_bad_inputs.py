@@ -212,6 +212,7 @@ def test_every_bad_input_is_answered_and_nothing_is_lost(row, workdir, monkeypat
     assert not [name for name in after if ".exporter-" in name], "a temporary file was left behind"
 
 
+@pytest.mark.slow
 def test_a_disk_that_fills_while_the_program_is_written_is_answered_not_aborted(workdir):
     """A real failing write (a file size limit: the kernel refuses the write as a full disk
     would), where torch's own zip writer would abort the process."""

@@ -56,6 +56,7 @@ def flat(result: subprocess.CompletedProcess) -> str:
 # -- each way of giving the model and its inputs -----------------------------------------------
 
 
+@pytest.mark.slow
 def test_inputs_from_a_function_in_the_model_file_and_the_program_matches_eager(workdir):
     result = run(os.path.join(EXAMPLES, "mlp.py:MLP"), "--verify", cwd=workdir)
     assert result.returncode == 0, out(result)
@@ -91,6 +92,7 @@ def test_inputs_from_a_function_in_the_model_file_and_the_program_matches_eager(
     ],
     ids=lambda v: v if isinstance(v, str) else None,
 )
+@pytest.mark.slow
 def test_every_way_of_naming_a_model_and_its_inputs(workdir, args, expected):
     args = [os.path.join(EXAMPLES, "..", a) if a.startswith("examples/") else a for a in args]
     result = run(*args, "-q", "--verify", "-o", "out.pt2", cwd=workdir)
@@ -125,6 +127,7 @@ def test_every_way_of_naming_a_model_and_its_inputs(workdir, args, expected):
         (["models.py:Net", "--example-inputs", "inputs.py:nothing"], r"inputs.py has no 'nothing'"),
     ],
 )
+@pytest.mark.slow
 def test_bad_input_names_the_input_and_exits_2(workdir, args, message):
     result = run(*args, cwd=workdir)
     assert result.returncode == 2, out(result)
@@ -479,6 +482,7 @@ def test_dynamic_flags_export_one_program_for_many_sizes(workdir):
         program(torch.randint(0, 256, (65, 8)), torch.ones(65, 8, dtype=torch.long))
 
 
+@pytest.mark.slow
 def test_dynamic_export_at_80_columns_in_the_users_names_and_verified_across_the_ranges(workdir):
     flags = ["--dynamic", "input_ids.0=batch:2..64", "--dynamic", "input_ids.1=seq:..127",
              "--dynamic", "attention_mask.0=batch", "--dynamic", "attention_mask.1=seq"]
@@ -569,6 +573,7 @@ def test_html_report_of_an_export_and_of_a_check(workdir):
     assert page.count(">Graph</h2>") == 1 and "Failure: " in page, "the graph of the model that exported, the failure of the other"
 
 
+@pytest.mark.slow
 def test_dynamic_constraint_violation_exits_1_with_the_fix(workdir):
     flags = ["--dynamic", "input_ids.0=batch", "--dynamic", "input_ids.1=seq:..128",
              "--dynamic", "attention_mask.0=batch", "--dynamic", "attention_mask.1=seq"]
@@ -593,6 +598,7 @@ def test_dynamic_constraint_violation_exits_1_with_the_fix(workdir):
         ("input_ids.0=batch:0..1", r"input_ids.shape\[0\] = 2 is outside the range \[0, 1\]"),
     ],
 )
+@pytest.mark.slow
 def test_bad_dynamic_flags_exit_2(workdir, flag, message):
     result = run(TRANSFORMER, "--dynamic", flag, cwd=workdir)
     assert result.returncode == 2, out(result)

@@ -48,6 +48,7 @@ def test_a_failure_is_reported_without_the_trace_frames_behind_it():
 pytest_plugins = ["pytester"]
 
 
+@pytest.mark.slow
 def test_pytest_shows_the_test_line_and_the_reason_only(pytester):
     pytester.makepyfile(
         test_one="""

@@ -44,6 +44,7 @@ def test_the_location_is_the_innermost_frame_of_the_users_code():
     assert _user_location("") is None
 
 
+@pytest.mark.slow
 def test_reports_come_back_by_key_and_each_ending_is_announced(tmp_path, monkeypatch):
     (tmp_path / "m.py").write_text(
         "import os, torch\n"

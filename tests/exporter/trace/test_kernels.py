@@ -311,6 +311,7 @@ class Bilinear(torch.nn.Module):
         return F.bilinear(x, x, w).sum(-1) + F.pairwise_distance(x, x)
 
 
+@pytest.mark.slow
 def test_a_composite_first_met_in_the_trace_is_kept_whole():
     # A fresh process has made no composite op's Python object yet: each op's table goes
     # in as the dispatcher first meets it, before it chooses the op's kernel.

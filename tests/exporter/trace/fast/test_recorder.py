@@ -57,6 +57,7 @@ def test_corpus_graphs_equal_make_fx(case, training):
     assert recorded.input_specs == by_make_fx.input_specs
 
 
+@pytest.mark.slow
 @IRS
 @pytest.mark.parametrize("case", PARITY_STATIC, ids=lambda c: c.name)
 def test_parity_graphs_equal_make_fx(case, training):

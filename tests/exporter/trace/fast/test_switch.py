@@ -85,6 +85,7 @@ def test_static_programs_are_the_same_with_the_fast_paths_on_and_off(case, ir):
     _same(exporter.export(model, args, kwargs, ir=ir, fast_paths=True), exporter.export(model, args, kwargs, ir=ir, fast_paths=False))
 
 
+@pytest.mark.slow
 @IRS
 @pytest.mark.parametrize("case", DYNAMIC_CASES, ids=lambda c: c.name)
 def test_dynamic_programs_are_the_same_with_the_fast_paths_on_and_off(case, ir):

@@ -276,6 +276,7 @@ def _text_dims(kwargs):
     return {name: {0: batch, 1: lengths[value.shape[1]]} for name, value in kwargs.items()}
 
 
+@pytest.mark.slow
 @IRS
 @pytest.mark.parametrize("case", TRANSFORMER_CASES, ids=lambda c: c.name)
 def test_transformers_programs_are_the_same_with_and_without_the_memo(case, ir, served, monkeypatch):
