@@ -23,8 +23,16 @@ from torch.fx.experimental.symbolic_shapes import (
 )
 from torch.utils._python_dispatch import _disable_current_modes
 
+TRACING_MACHINERY = (
+    "torch._subclasses.", "torch.fx.experimental.", "torch.fx.graph", "torch.fx.node", "torch.utils._sympy.",
+    "torch._guards", "torch._ops", "torch._library.",
+)
+"""Modules whose objects are a trace's machinery (a fake mode, a ShapeEnv, a graph, an op),
+never a model's state (``str.startswith`` prefixes)."""
+
 __all__ = [
     "FAKE_REAL_CHECK",
+    "TRACING_MACHINERY",
     "DataDependentOutputException",
     "DynamicOutputShapeException",
     "effect_tokens",

@@ -22,6 +22,7 @@ import sympy
 import torch
 
 from .._ir import is_library_frame
+from .._torch_internals import TRACING_MACHINERY
 
 __all__ = [
     "Change",
@@ -136,10 +137,9 @@ class _How(enum.Enum):
     SYMPY = enum.auto()
 
 
-_MACHINERY = ("torch._subclasses.", "torch.fx.experimental.", "torch.fx.graph", "torch.fx.node", "torch.utils._sympy.",
-              "torch._guards", "torch._ops", "torch._library.", "_pytest.", "pluggy.")
-"""Modules whose objects are the tracing's machinery (a fake mode, a ShapeEnv, a graph) or a
-test runner's, not a model's state: each counts as itself, unwalked."""
+_MACHINERY = (*TRACING_MACHINERY, "_pytest.", "pluggy.")
+"""Modules whose objects are the tracing's machinery or a test runner's, not a model's
+state: each counts as itself, unwalked."""
 
 
 _HOW: dict[type, tuple[_How, tuple[str, ...]]] = {}
