@@ -22,6 +22,7 @@ import torch.utils._pytree as pytree
 from .decide import Decision
 from .general import Adjust, Generality, bound_alike, facts, is_copy, is_number, is_size, is_view, same_number, same_view, unify
 from .loops import same_constant
+from .state import Expr
 
 __all__ = ["Region", "Run", "align"]
 
@@ -255,11 +256,34 @@ class _Comparison:
         return True
 
 
-def _states_differ(ours: Any, theirs: Any) -> bool:
+def _states_differ(ours: Any, theirs: Any, gen: Generality | None = None) -> bool:
     """Whether two runs asked questions after the same node with different Python state.  A
     question one run asks and the other settles without asking is compared by what it
-    asks (``_later_decisions``), not by the state it was asked in."""
-    return any(x != y for x, y in zip(ours, theirs))
+    asks (``_later_decisions``), not by the state it was asked in.  Compared as general and
+    special (``gen``), a symbolic number of the general run is the special run's number
+    where it is that number in the special run's values (a count of boxes that is 0 where
+    an image found none)."""
+    if gen is None:
+        return any(x != y for x, y in zip(ours, theirs))
+    flip = gen.general == "b"
+    return any(
+        x != y and not (_alike(y, x, gen) if flip else _alike(x, y, gen)) for x, y in zip(ours, theirs)
+    )
+
+
+def _alike(general: Any, special: Any, gen: Generality) -> bool:
+    """Whether the fingerprints (``state.snapshot``) ``general`` and ``special`` agree, a
+    symbolic number of the general run standing for the number it is in the special run."""
+    if general == special:
+        return True
+    if isinstance(general, dict) and isinstance(special, dict):
+        return general.keys() == special.keys() and all(_alike(general[k], special[k], gen) for k in general)
+    if not (isinstance(general, tuple) and isinstance(special, tuple)):
+        return False
+    if general[:2] == ("symbolic", "SymInt") and special[:1] == ("int",) and isinstance(general[2], Expr):
+        value = gen.in_special(general[2].expr)
+        return value is not None and value.is_number and value == special[1]
+    return len(general) == len(special) and all(_alike(x, y, gen) for x, y in zip(general, special))
 
 
 def _held(run: Run, node: torch.fx.Node) -> tuple:
@@ -270,8 +294,18 @@ def _same_node(c: _Comparison, a: torch.fx.Node, b: torch.fx.Node) -> bool:
     """Whether nodes ``a`` (first run) and ``b`` (second) compute the same value, the
     program asserts the same held decisions after them, and the runs ask their next
     questions there with the same Python state."""
-    if _held(c.a, a) != _held(c.b, b) or _states_differ(c.a.state_at.get(a, ()), c.b.state_at.get(b, ())):
+    if _held(c.a, a) != _held(c.b, b):
         return False
+    gen = c.generality
+    if gen is None and _states_differ(c.a.state_at.get(a, ()), c.b.state_at.get(b, ())):
+        return False
+    if not _same_values(c, a, b):
+        return False
+    # compared as general and special, after the node's sizes told what its symbols are
+    return gen is None or not _states_differ(c.a.state_at.get(a, ()), c.b.state_at.get(b, ()), gen)
+
+
+def _same_values(c: _Comparison, a: torch.fx.Node, b: torch.fx.Node) -> bool:
     gen = c.generality
     if gen is not None and a.op == b.op == "call_function" and is_view(a) and is_view(b) and (
         a.target != b.target or not _same_args(c, (a.args, a.kwargs), (b.args, b.kwargs))

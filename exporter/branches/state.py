@@ -26,6 +26,7 @@ from .._torch_internals import TRACING_MACHINERY
 
 __all__ = [
     "Change",
+    "Expr",
     "Kind",
     "State",
     "assigned_at",
@@ -194,11 +195,26 @@ def _plain(value: Any) -> Any:
     return (type(value).__name__, value if isinstance(value, (bool, int, str, bytes, type(None))) else repr(value))
 
 
+@attrs.frozen(eq=False)
+class Expr:
+    """A symbolic number's expression in a fingerprint that counts it as one of its kind:
+    equal to every other (two runs' symbols are their own), but there for a comparison that
+    knows what one run's symbols are in the other's (``align``)."""
+
+    expr: Any
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Expr)
+
+    def __hash__(self) -> int:
+        return 0
+
+
 def _symbolic(value: Any, exprs: bool = True) -> Any:
     constant = value.node.maybe_as_int() if isinstance(value, torch.SymInt) else None
     if constant is not None:
         return ("int", constant)
-    return ("symbolic", type(value).__name__, str(value.node.expr) if exprs else None)
+    return ("symbolic", type(value).__name__, str(value.node.expr) if exprs else Expr(value.node.expr))
 
 
 def snapshot(frames: list[types.FrameType], skip: frozenset[str] = frozenset(), exprs: bool = True) -> State:

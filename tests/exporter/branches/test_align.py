@@ -5,11 +5,22 @@ values that leave each region, and the runs that cannot be aligned."""
 import itertools
 
 import pytest
+import sympy
 import torch
 
 from exporter._torch_internals import EXPORT_ROOT
-from exporter.branches.align import Extend, Parted, Region, Run, Unjoinable, align
+from exporter.branches.align import (
+    Extend,
+    Parted,
+    Region,
+    Run,
+    Unjoinable,
+    _states_differ,
+    align,
+)
 from exporter.branches.decide import ITEM_OPS, Decider
+from exporter.branches.general import Generality
+from exporter.branches.state import Expr
 from exporter.inputs import bind_inputs
 from exporter.trace import tracer
 
@@ -266,3 +277,20 @@ def test_a_region_holds_half_open_ranges_of_each_run():
     assert [i for i in range(7) if region.holds_a(i)] == [2, 3, 4]
     assert not any(region.holds_b(j) for j in range(7))
     assert region.slots == [] and region.slot_of == {}
+
+
+def test_a_general_runs_symbol_stands_for_the_special_runs_number_only_where_it_is_that_number():
+    u0, u1, u2 = (sympy.Symbol(f"u{k}", integer=True) for k in range(3))
+
+    def counts(*values):  # a frame's list of per-image counts, as a snapshot fingerprints it
+        items = tuple((f"[{k}]", ("int", v) if isinstance(v, int) else ("symbolic", "SymInt", Expr(v))) for k, v in enumerate(values))
+        return {(0, "boxes_per_image"): (("object", "list", len(values)), items)}
+
+    general = counts(sympy.Min(1000, u0), u1)
+    empty_first = Generality("a", {u0: sympy.Integer(0), u1: u2})
+    assert not _states_differ([general], [counts(0, u2)], empty_first)  # u0 is 0 there
+    assert _states_differ([general], [counts(3, u2)], empty_first)  # 0, not 3
+    assert _states_differ([general], [counts(0, u2)], Generality("a", {u1: u2}))  # u0 unknown there
+    assert _states_differ([general], [counts(0, u2)])  # compared alike, a number is not a symbol
+    # the special run is the first one: the same, the other way round
+    assert not _states_differ([counts(0, u2)], [general], Generality("b", {u0: sympy.Integer(0), u1: u2}))
