@@ -265,10 +265,8 @@ def _states_differ(ours: Any, theirs: Any, gen: Generality | None = None) -> boo
     an image found none)."""
     if gen is None:
         return any(x != y for x, y in zip(ours, theirs))
-    flip = gen.general == "b"
-    return any(
-        x != y and not (_alike(y, x, gen) if flip else _alike(x, y, gen)) for x, y in zip(ours, theirs)
-    )
+    pairs = zip(theirs, ours) if gen.general == "b" else zip(ours, theirs)
+    return any(not _alike(general, special, gen) for general, special in pairs)
 
 
 def _alike(general: Any, special: Any, gen: Generality) -> bool:
@@ -297,11 +295,12 @@ def _same_node(c: _Comparison, a: torch.fx.Node, b: torch.fx.Node) -> bool:
     if _held(c.a, a) != _held(c.b, b):
         return False
     gen = c.generality
+    # compared alike, before the values (their comparison makes slots); compared as general
+    # and special, after them: the node's sizes tell what the general run's symbols are
     if gen is None and _states_differ(c.a.state_at.get(a, ()), c.b.state_at.get(b, ())):
         return False
     if not _same_values(c, a, b):
         return False
-    # compared as general and special, after the node's sizes told what its symbols are
     return gen is None or not _states_differ(c.a.state_at.get(a, ()), c.b.state_at.get(b, ()), gen)
 
 
