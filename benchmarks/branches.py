@@ -13,11 +13,16 @@ Each model is a stack of L layers, in two families:
   two runs, a cond per layer;
 - ``helper``: ``local``'s branch in a plain function the root's forward calls after each
   layer: L decisions in one module call, which should cost L + 1 runs too (the branch ends
-  where the function returns).
+  where the function returns);
+- ``experts``: a mixture of L experts that skips an idle expert (``if tokens.numel() == 0:
+  continue``) in a fixed loop: L decisions whose sides meet at the next step, L + 1 runs.
 
 exporter exports the plain Python model. torch.export cannot (it stops at the branch), so
 the oracle is torch.export on the same model written with ``torch.cond`` by hand, the
-rewrite a user would otherwise make; the time ratio is exporter's over that. Both run in
+rewrite a user would otherwise make; the time ratio is exporter's over that.  For
+``experts`` the oracle is torch.export on the same layer without the test (each expert runs
+on its tokens, none included), and the row also gives exporter's own time on that layer
+(``exporter s, no branch``). Both run in
 this one process, alternating, after one untimed warm-up each; the table shows medians.
 Every exporter program is checked against eager on inputs that take each side.
 
@@ -116,10 +121,31 @@ class HelperStack(nn.Module):
         return x
 
 
+class Experts(nn.Module):
+    """L experts in a fixed loop; ``skip``: an idle expert is skipped (a branch per step)."""
+
+    def __init__(self, n: int, skip: bool) -> None:
+        super().__init__()
+        self.gate = nn.Linear(WIDTH, n)
+        self.experts = nn.ModuleList(nn.Linear(WIDTH, WIDTH) for _ in range(n))
+        self.skip = skip
+
+    def forward(self, x):
+        choice = self.gate(x).argmax(-1)
+        out = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            tokens = torch.where(choice == e)[0]
+            if self.skip and tokens.numel() == 0:
+                continue
+            out = out.index_add(0, tokens, expert(x[tokens]))
+        return out
+
+
 FAMILIES = {
     "local": (LocalLayer, LocalLayerCond, False),
     "shared": (SharedLayer, SharedLayerCond, True),
     "helper": (bounded, bounded_cond, None),
+    "experts": (Experts, Experts, "experts"),
 }
 
 
@@ -127,7 +153,9 @@ def models(family: str, layers: int) -> tuple[nn.Module, nn.Module]:
     """The plain model and its hand-written ``torch.cond`` twin, with the same weights."""
     plain_part, cond_part, shared = FAMILIES[family]
     torch.manual_seed(0)
-    if shared is None:  # the branch is in a function the root's forward calls
+    if shared == "experts":
+        plain, twin = Experts(layers, True).eval(), Experts(layers, False).eval()
+    elif shared is None:  # the branch is in a function the root's forward calls
         plain, twin = HelperStack(plain_part, layers).eval(), HelperStack(cond_part, layers).eval()
     else:
         plain, twin = Stack(plain_part, layers, shared).eval(), Stack(cond_part, layers, shared).eval()
@@ -135,9 +163,12 @@ def models(family: str, layers: int) -> tuple[nn.Module, nn.Module]:
     return plain, twin
 
 
-def side_inputs() -> list[torch.Tensor]:
-    """Inputs that take each side: small and large values, positive and negative means."""
+def side_inputs(family: str = "local") -> list[torch.Tensor]:
+    """Inputs that take each side: small and large values, positive and negative means;
+    for ``experts``, batches of 1 to 64 tokens (one token leaves all experts but one idle)."""
     torch.manual_seed(1)
+    if family == "experts":
+        return [torch.randn(n, WIDTH) for n in (1, 2, 3, 7, 16, 64, 1, 5, 1, 1, 1, 1, 2, 2)]
     return [scale * sign * (torch.rand(2, WIDTH) + 0.05) for scale in (0.01, 4.0) for sign in (1.0, -1.0)]
 
 
@@ -157,19 +188,33 @@ def measure(family: str, layers: int, repeats: int) -> dict[str, Any]:
     """One row: exporter on the plain model and torch.export on the cond twin, medians of
     ``repeats`` alternating runs after a warm-up of each."""
     plain, twin = models(family, layers)
-    example = (torch.randn(2, WIDTH),)
-    ours = lambda: exporter.export(plain, example)
-    oracle = lambda: torch.export.export(twin, example, strict=False).run_decompositions({})
+    experts = family == "experts"
+    example = (torch.randn(6 if experts else 2, WIDTH),)
+    options: dict[str, Any] = {}
+    if experts:  # each step's test is a decision of its own: one run per expert and one
+        options = {"dynamic_shapes": ({0: torch.export.Dim.AUTO},), "max_branch_runs": max(32, layers + 1)}
+    ours = lambda: exporter.export(plain, example, **options)
+    plain_twin = lambda: exporter.export(twin, example, **options)
+    oracle = lambda: torch.export.export(twin, example, strict=False, **({"dynamic_shapes": options["dynamic_shapes"]} if experts else {})).run_decompositions({})
     ours(), oracle()
-    ours_times, oracle_times = [], []
+    if experts:
+        plain_twin()
+    ours_times, oracle_times, twin_times = [], [], []
     program = oracle_program = None
     for _ in range(repeats):
         seconds, program = _timed(ours)
         ours_times.append(seconds)
         seconds, oracle_program = _timed(oracle)
         oracle_times.append(seconds)
+        if experts:
+            twin_times.append(_timed(plain_twin)[0])
     runner = program.module()
-    matches = all(torch.allclose(runner(x), plain(x), rtol=1e-5, atol=1e-6) for x in side_inputs())
+    inputs = side_inputs(family)
+    matches = all(torch.allclose(runner(x), plain(x), rtol=1e-5, atol=1e-6) for x in inputs)
+    if experts:  # every step's test took both sides among the inputs
+        from exporter.testing import assert_every_side
+
+        assert_every_side(program, [(x,) for x in inputs])
     report = program.branch_report
     conds, nodes = _conds_and_nodes(program)
     oracle_conds, oracle_nodes = _conds_and_nodes(oracle_program)
@@ -179,24 +224,27 @@ def measure(family: str, layers: int, repeats: int) -> dict[str, Any]:
         "decisions": len(report.decisions) if report else 0, "runs": report.runs if report else 1,
         "conds": conds, "nodes": nodes, "oracle_conds": oracle_conds, "oracle_nodes": oracle_nodes,
         "exporter_s": ours_s, "torch_export_s": oracle_s, "ratio": ours_s / oracle_s,
+        "exporter_no_branch_s": statistics.median(twin_times) if twin_times else None,
         "matches_eager": matches,
     }
 
 
 HEADER = ["family", "layers", "decisions", "runs", "conds", "nodes", "torch.cond by hand: conds", "nodes",
-          "exporter s", "torch.export s", results.TIME_RATIO, "matches eager on every side"]
+          "exporter s", "torch.export s", results.TIME_RATIO, "exporter s, no branch", "matches eager on every side"]
 
 
 def render(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     """The page body from the rows (``results.py render``)."""
     table = [[r["family"], str(r["layers"]), str(r["decisions"]), str(r["runs"]), str(r["conds"]), str(r["nodes"]),
               str(r["oracle_conds"]), str(r["oracle_nodes"]), f"{r['exporter_s']:.3f}", f"{r['torch_export_s']:.3f}",
-              f"{r['ratio']:.2f}", "yes" if r["matches_eager"] else "NO"] for r in rows]
+              f"{r['ratio']:.2f}", "" if r.get("exporter_no_branch_s") is None else f"{r['exporter_no_branch_s']:.3f}",
+              "yes" if r["matches_eager"] else "NO"] for r in rows]
     text = (
         "exporter exports the plain model, whose layers branch on tensor values; torch.export exports "
         "the same model written with `torch.cond` by hand (it cannot export the plain one). Nodes count "
         f"every graph, cond branches included. The [time ratio]({results.TIME_RATIO_DOC}) is exporter's "
-        "median over torch.export's, in one process, warm.\n\n" + results.markdown_table(HEADER, table)
+        "median over torch.export's, in one process, warm. For `experts` torch.export and the last time "
+        "column export the same layer without the idle-expert test.\n\n" + results.markdown_table(HEADER, table)
     )
     return text, rows
 
@@ -216,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(f"{family:<6} L={layers:<3} decisions {row['decisions']:<3} runs {row['runs']:<3} conds {row['conds']:<3} "
                   f"nodes {row['nodes']:<5} exporter {row['exporter_s']:.3f} s  torch.export (cond by hand) "
-                  f"{row['torch_export_s']:.3f} s  ratio {row['ratio']:.2f}  matches eager: {row['matches_eager']}", flush=True)
+                  f"{row['torch_export_s']:.3f} s  ratio {row['ratio']:.2f}"
+                  + (f"  exporter, no branch {row['exporter_no_branch_s']:.3f} s" if row["exporter_no_branch_s"] is not None else "")
+                  + f"  matches eager: {row['matches_eager']}", flush=True)
     markdown, data = render(rows)
     results.write_from_args(args, f"branches-{results.release_suffix()}", markdown=markdown, data=data,
                             argv=results.script_argv(__file__, argv), title="Branch capture: cost against decisions")

@@ -36,11 +36,12 @@ from .._torch_internals import (
     traced_graph,
 )
 from ..trace.stacks import UserCalls
+from .meeting import meeting
 from ..trace.write_watch import writes
 from .loops import DataLoop, Loop, loop_refusal
 from .state import iterated_by_for, scope, snapshot
 
-__all__ = ["ITEM_OPS", "Check", "Decider", "Decision", "Learned", "Pin", "Site", "TooManyDecisions", "causes", "limit_error", "loop_error", "raised_by_model", "refusal", "tests_a_selection_for_none"]
+__all__ = ["ITEM_OPS", "Check", "Decider", "Decision", "Learned", "Pin", "Site", "TooManyDecisions", "causes", "limit_error", "loop_error", "raised_by_model", "refusal", "step_limit_error", "tests_a_selection_for_none"]
 
 ITEM_OPS = (torch.ops.aten.item.default, torch.ops.aten._local_scalar_dense.default)
 """The ops that read a tensor's one value into Python (``.item()``, ``bool(t)``)."""
@@ -329,6 +330,7 @@ class Decider:
         if known is not None or negated is not None:
             decision = known or negated
             value = decision.value if known is not None else not decision.value
+            stack = self._met(stack, direct)
             decision.uses.append((position, stack))
             decision.anchors.append(anchor)
         else:
@@ -336,7 +338,12 @@ class Decider:
             if len(self.decisions) >= self.limit:
                 # most of them on this one line of this one call: a loop that tests a value each time round
                 repeated = self._occurrences.get((module, location), 0) * 2 > len(self.decisions)
-                raise TooManyDecisions(location, code if repeated else None) from error
+                # each of them meets its other side again after its statement: a test in every
+                # step of a loop that goes on either way, one run each
+                per_step = repeated and all(
+                    d.stack and str(d.stack[-1]).startswith("@") for d in self.decisions if d.site.location == location
+                )
+                raise TooManyDecisions(location, code if repeated else None, per_step) from error
             site = self._next_site(module, location)
             pin = self.learned.checked.get((self.prefix(), site))
             if pin is not None:
@@ -352,6 +359,7 @@ class Decider:
                 return value
             value = self.schedule.get(site, True)
             self.path.append((site, value, False))
+            stack = self._met(stack, direct)
             decision = Decision(
                 site, canonical, value, position, stack, code, uses=[(position, stack)], anchors=[anchor], bindings=bindings
             )
@@ -386,6 +394,15 @@ class Decider:
         self.note_state(_anchor(traced_graph()), frame)
         carried = self.learned.carried.get(loop.site, ())
         return DataLoop(tensor, loop, lambda: _anchor(traced_graph()), self.steps, frame=frame, carried=carried)
+
+    def _met(self, stack: tuple[str | int, ...], direct: bool) -> tuple[str | int, ...]:
+        """``stack`` with, innermost, the extent of the model's code after which the sides
+        of the decision asked now meet again (``meeting.py``), where there is one."""
+        if not direct:
+            return stack
+        frame, _ = _user_frame(sys._getframe(2))
+        extent = meeting(frame) if frame is not None else None
+        return stack if extent is None else (*stack, self.calls.open(extent))
 
     def note_state(self, anchor: torch.fx.Node | None, frame: Any) -> None:
         """Fingerprint the Python state forward's frames reach where it asks a question (a
@@ -449,7 +466,9 @@ def refusal(error: BaseException, limit: int) -> TraceError | None:
     another failure."""
     for cause in causes(error):
         if isinstance(cause, TooManyDecisions):
-            location, loop = (list(cause.args) + [None, None])[:2]
+            location, loop, per_step = (list(cause.args) + [None, None, False])[:3]
+            if per_step:
+                return step_limit_error(location, loop, limit + 1)
             if loop is not None:
                 return loop_error(location, loop)
             return limit_error(location, limit + 1)
@@ -461,9 +480,8 @@ def loop_error(location: str | None, code: str | None, empty_test: bool = False)
     ``empty_test``: the test asks whether a selection is empty (``if tokens.numel() == 0:``),
     as a fixed loop over experts does at each step."""
     hint = (
-        "drop the test for an empty selection: the step's ops run on no rows as well, and a "
-        "`continue` on one side keeps the rest of the loop inside that side, so each step nests "
-        "the next; or loop over the entries present (`for e in hit.nonzero():`, captured as a "
+        "drop the test for an empty selection: the step's ops run on no rows as well; or loop "
+        "over the entries present (`for e in hit.nonzero():`, captured as a "
         "torch.while_loop); or export with branches='draft' to follow the example"
         if empty_test else
         "loop a fixed number of times and let masks skip the steps past the end (or use "
@@ -500,6 +518,20 @@ def raised_by_model(error: BaseException) -> bool:
     """Whether ``error`` is the model's own exception (an input check that raised), not
     branch capture's limit or a question about data no decision answered."""
     return not any(isinstance(cause, (TooManyDecisions, GuardOnDataDependentSymNode)) for cause in causes(error))
+
+
+def step_limit_error(location: str | None, code: str | None, max_runs: int) -> TraceError:
+    """forward() tests a value in each step of a loop that goes on either way: each test is a
+    branch of its own, which needs a run of its own, and the steps need more than the limit."""
+    return TraceError(
+        "forward() tests a value at each step of a loop" + (f" (`{code}`)" if code else "")
+        + f": each step's test is a branch that needs a run of forward of its own, more than the {max_runs} "
+        "runs branch capture may make",
+        category=Category.BRANCH_CAPTURE,
+        location=location,
+        hint=f"raise the limit above the number of steps (exporter.export(..., max_branch_runs=N), now {max_runs}), "
+        "drop the test (the step's ops run on no rows as well), or export with branches='draft' to follow the example",
+    )
 
 
 def limit_error(location: str | None, max_runs: int) -> TraceError:

@@ -146,15 +146,28 @@ class UserCalls:
     there alike.  The frames are held until the run ends, so no name is given twice."""
 
     def __init__(self) -> None:
-        self.of_node: dict[Any, tuple[int, ...]] = {}
-        """Node -> the calls running when it was made, outermost first."""
+        self.of_node: dict[Any, tuple[int | str, ...]] = {}
+        """Node -> the calls running when it was made, outermost first, then the extents
+        (``opened``) it was made inside."""
         self._names: dict[int, tuple[FrameType, int]] = {}
+        self._open: list[Any] = []
+        self._opened = 0
 
-    def running(self, frame: FrameType | None) -> tuple[int, ...]:
+    def open(self, extent: Any) -> str:
+        """Name the nodes made from now on while ``extent.frame`` is on the stack and
+        ``extent.holds(frame)``; the first node made outside it closes it for good.  Returns
+        the name, given in order of opening (so alike in two runs that went the same way)."""
+        extent.key = f"@{self._opened}"
+        self._opened += 1
+        self._open.append(extent)
+        return extent.key
+
+    def running(self, frame: FrameType | None) -> tuple[int | str, ...]:
         """The names of the user's calls running at ``frame``, outermost first; none outside
         every ``forward`` (the caller of the export is no part of the model)."""
         if len(_CALL_KIND) > _KEEP_LIMIT:  # generated code keeps bringing new code objects
             _CALL_KIND.clear()
+        start = frame
         frames: list[FrameType] = []
         while frame is not None:
             code = frame.f_code
@@ -168,13 +181,30 @@ class UserCalls:
             frame = frame.f_back
         if frame is None:
             return ()
-        names = []
+        names: list[int | str] = []
         for user in reversed(frames):
             named = self._names.get(id(user))
             if named is None:
                 named = self._names[id(user)] = (user, len(self._names))
             names.append(named[1])
+        if self._open:
+            names.extend(self._inside(start))
         return tuple(names)
+
+    def _inside(self, frame: FrameType | None) -> list[str]:
+        """The open extents ``frame``'s stack is inside; the others are closed."""
+        on_stack = {}
+        while frame is not None:
+            on_stack[id(frame)] = frame
+            frame = frame.f_back
+        inside = []
+        for extent in list(self._open):
+            live = on_stack.get(id(extent.frame))
+            if live is not None and extent.holds(live):
+                inside.append(extent.key)
+            else:
+                self._open.remove(extent)
+        return inside
 
     def note(self, node: Any, frame: FrameType | None) -> None:
         self.of_node[node] = self.running(frame)
@@ -182,6 +212,7 @@ class UserCalls:
     def forget_frames(self) -> None:
         """Let the run's frames go (their names stay on the nodes)."""
         self._names.clear()
+        self._open.clear()
 
 
 _FORWARD, _USER, _OTHER = range(3)

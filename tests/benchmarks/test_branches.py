@@ -30,6 +30,12 @@ def test_the_plain_model_and_its_cond_twin_agree_on_every_side(bench, family):
         torch.testing.assert_close(twin(x), plain(x))
 
 
+def test_the_experts_layer_and_its_twin_without_the_test_agree(bench):
+    plain, twin = bench.models("experts", 4)
+    for x in bench.side_inputs("experts"):
+        torch.testing.assert_close(twin(x), plain(x))
+
+
 def test_the_side_inputs_take_both_sides_of_each_family(bench):
     xs = bench.side_inputs()
     assert {bool(x.mean() > 0) for x in xs} == {True, False}
@@ -37,10 +43,13 @@ def test_the_side_inputs_take_both_sides_of_each_family(bench):
     assert {bool(plain.layers[0].lin(x).abs().max() > 1) for x in xs} == {True, False}
 
 
-@pytest.mark.parametrize("family, decisions, runs", [("local", 2, 3), ("shared", 1, 2), ("helper", 2, 3)])
-def test_a_row_counts_decisions_runs_and_conds_and_checks_every_side(bench, family, decisions, runs):
+@pytest.mark.parametrize(
+    "family, decisions, runs, oracle_conds", [("local", 2, 3, 2), ("shared", 1, 2, 2), ("helper", 2, 3, 2), ("experts", 2, 3, 0)]
+)
+def test_a_row_counts_decisions_runs_and_conds_and_checks_every_side(bench, family, decisions, runs, oracle_conds):
     row = bench.measure(family, 2, repeats=1)
-    assert (row["decisions"], row["runs"], row["conds"], row["oracle_conds"]) == (decisions, runs, 2, 2)
+    assert (row["decisions"], row["runs"], row["conds"], row["oracle_conds"]) == (decisions, runs, 2, oracle_conds)
+    assert (row["exporter_no_branch_s"] is not None) == (family == "experts")
     assert row["matches_eager"] and row["nodes"] > 0 and row["exporter_s"] > 0 and row["torch_export_s"] > 0
     markdown, rows = bench.render([row])
     assert rows == [row] and f"| {family} | 2 | {decisions} | {runs} | 2 |" in markdown

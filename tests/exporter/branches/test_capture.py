@@ -535,7 +535,8 @@ def test_runs_that_replace_the_same_buffer_give_one_note():
     model = TableGrownAfterABranch()
     x, counts = torch.randn(3, 4).abs(), torch.tensor([1, 2, 0])
     program = exporter.export(model, (x, counts))
-    assert program.branch_report.runs == 4
+    # the sides of `if x.sum() > 0:` meet after it: the later branch is traced once per side of its own
+    assert program.branch_report.runs == 3
     assert [n.kind.name for n in program.notes] == ["BUFFER_NOT_WRITTEN_BACK"]
     # the size a trace named u9 or u15 is shown as what it is to the user
     assert "(8,) float32 with (?,) float32 (? is a size only the data decides)" in program.notes[0].message
@@ -546,6 +547,10 @@ def test_runs_that_replace_the_same_buffer_give_one_note():
 
 def _selected(x, kind):
     """A selection the data sizes, handed on only through a size made from its own."""
+    if kind == "cut inside":  # the sides meet only as the helper returns, the cut made on each
+        if x[0] > 0:
+            return x[x > 0][:3]
+        return (-x[x < 0])[:3]
     if x[0] > 0:  # line-marker: select
         chosen, more = x[x > 0], x[x > 1]
     else:
@@ -601,7 +606,7 @@ def test_a_decision_on_a_size_no_handed_on_tensor_gives_is_refused_at_its_line(m
 
     monkeypatch.setattr(join, "_sized_by", lambda g, symbol, expression: None)
     with pytest.raises(exporter.TraceError, match="made inside an earlier branch") as refused:
-        exporter.export(SelectedThenDecided("cut"), (SELECTIONS[0],))
+        exporter.export(SelectedThenDecided("cut inside"), (SELECTIONS[0],))
     assert refused.value.category is Category.BRANCH_CAPTURE
     assert refused.value.location == _line("decided later")
 
@@ -1127,14 +1132,24 @@ def test_sides_with_equal_strides_that_are_not_dense_join_as_contiguous_copies()
     _matches_eager(program, model, [(_x(4, 8),), (_x(4, 8, sign=-1),)])
 
 
-class BranchInANoGradBlock(nn.Module):
+class NoGradBlockInABranch(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.lin = nn.Linear(3, 3)
 
     def forward(self, x):
+        if x.max() > 1:  # line-marker: no_grad
+            with torch.no_grad():
+                s = self.lin(x)
+        else:
+            s = x
+        return self.lin(x) * s
+
+
+class BranchInANoGradBlock(NoGradBlockInABranch):
+    def forward(self, x):
         with torch.no_grad():
-            if x.max() > 1:  # line-marker: no_grad
+            if x.max() > 1:
                 s = self.lin(x)
             else:
                 s = x
@@ -1142,13 +1157,22 @@ class BranchInANoGradBlock(nn.Module):
 
 
 def test_a_grad_mode_switch_inside_a_branch_is_refused_in_the_training_ir_and_captured_in_the_default():
-    model = BranchInANoGradBlock()
+    model = NoGradBlockInABranch()
     with pytest.raises(exporter.TraceError, match="switches grad mode or autocast on a side") as refused:
         exporter.export(model, (torch.full((2, 3), 2.0),), ir="training")
     assert refused.value.category is Category.BRANCH_CAPTURE
     assert refused.value.location == _line("no_grad")
     program = exporter.export(model, (torch.full((2, 3), 2.0),))
     _matches_eager(program, model, [(torch.full((2, 3), 2.0),), (torch.zeros(2, 3),)])
+
+
+def test_a_branch_inside_a_grad_mode_block_ends_before_the_switch_back():
+    """The sides meet at the end of the `if`, inside the block: neither side switches."""
+    model = BranchInANoGradBlock()
+    for ir in ("training", None):
+        program = exporter.export(model, (torch.full((2, 3), 2.0),), **({"ir": ir} if ir else {}))
+        assert _conds(program) == 1
+        _matches_eager(program, model, [(torch.full((2, 3), 2.0),), (torch.zeros(2, 3),)])
 
 
 class HalvedWhenPositive(nn.Module):

@@ -260,7 +260,7 @@ def test_past_the_limit_a_decision_raises_too_many_decisions_at_its_line():
     x = mode.from_tensor(torch.randn(3))
     with mode, pytest.raises(TooManyDecisions) as raised:
         two_decisions(x)
-    assert raised.value.args == (_line("second"), None)  # None: not a loop on one line
+    assert raised.value.args == (_line("second"), None, False)  # None, False: not a loop on one line
     assert isinstance(raised.value.__cause__, GuardOnDataDependentSymNode)
     assert len(decider.decisions) == 1
 

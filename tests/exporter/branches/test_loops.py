@@ -518,7 +518,7 @@ def test_steps_that_write_through_a_view_of_a_buffer_are_one_while_loop():
 
 class ExpertsSkippedWhenIdle(nn.Module):
     """A fixed loop over experts that skips an expert no token chose (older mixtures of
-    experts): each ``continue`` keeps the rest of the loop on that side."""
+    experts): the sides of each step's test meet at the next step."""
 
     def __init__(self, experts: int) -> None:
         super().__init__()
@@ -536,11 +536,23 @@ class ExpertsSkippedWhenIdle(nn.Module):
         return out
 
 
-def test_a_test_for_an_idle_expert_in_every_step_is_refused_with_what_to_drop():
-    with pytest.raises(exporter.TraceError, match="tests whether a selection is empty at each step of a loop") as refused:
-        exporter.export(ExpertsSkippedWhenIdle(8), (torch.randn(6, 8),))
+@pytest.mark.parametrize("experts", [2, 3, 8])
+def test_a_test_for_an_idle_expert_in_every_step_costs_a_run_per_expert(experts):
+    model = ExpertsSkippedWhenIdle(experts)
+    g = torch.Generator().manual_seed(experts)
+    inputs = [(torch.randn(n, 8, generator=g),) for n in (6, 1, 2, 9, 3, 12, 5, 1, 2, 16, 1, 24)]
+    program = exporter.export(model, inputs[0], dynamic_shapes=({0: Dim.AUTO},))
+    report = program.branch_report
+    assert len(report.decisions) == experts and report.runs == experts + 1
+    assert {d.location for d in report.decisions} == {_line("idle")}
+    _matches_eager(program, model, inputs)
+
+
+def test_a_test_for_an_idle_expert_past_the_run_limit_is_refused_with_the_limit():
+    with pytest.raises(exporter.TraceError, match="tests a value at each step of a loop") as refused:
+        exporter.export(ExpertsSkippedWhenIdle(8), (torch.randn(6, 8),), max_branch_runs=6)
     assert refused.value.location == _line("idle")
-    assert refused.value.hint.startswith("drop the test for an empty selection")
+    assert "max_branch_runs=N), now 6" in refused.value.hint
 
 
 class ColumnWrittenThrough(nn.Module):
