@@ -276,7 +276,13 @@ def run_block(runnable: Runnable, directory: pathlib.Path) -> subprocess.Complet
             (directory / path).parent.mkdir(parents=True, exist_ok=True)
             (directory / path).write_text(text)
     code = runnable.code
-    command = [sys.executable, "-c", code] if runnable.language == "python" else ["bash", "-euo", "pipefail", "-c", code]
+    if runnable.language == "python":
+        # run from a file, as a reader who saves the block does: branch capture reads the
+        # source of the statement that asks, which `python -c` does not keep
+        (directory / "snippet.py").write_text(code)
+        command = [sys.executable, "snippet.py"]
+    else:
+        command = ["bash", "-euo", "pipefail", "-c", code]
     env = {**os.environ, "PATH": f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "COLUMNS": str(COLUMNS)}
     env.pop("FORCE_COLOR", None)  # rich would take the pipe for a terminal
     done = subprocess.run(

@@ -31,7 +31,7 @@ from .decide import (
     refusal,
     tests_a_selection_for_none,
 )
-from .join import DataLoop, HeldUnkept, Joiner, ModeInside, Unread, interpreted
+from .join import DataLoop, HeldUnkept, Joiner, ModeInside, Retested, Unread, interpreted
 from .loops import WITNESS_STEPS, CarryNeeded, LoopRefused, after_loops_differ, loop_refusal, same_constant, stopped_early
 
 __all__ = ["BRANCH_MODES", "DEFAULT_MAX_RUNS", "capture"]
@@ -234,6 +234,8 @@ def capture(
             raise _loop_error(loop.args[0]) from None
         except Unread as unread:
             raise _unread_error(*unread.args) from None
+        except Retested as retested:
+            raise _retested_error(*retested.args) from None
         except HeldUnkept as unkept:
             raise _unkept_error(*unkept.args) from None
         except ModeInside as inside:
@@ -364,6 +366,20 @@ def _unkept_error(site: Any, code: str | None) -> TraceError:
         category=Category.BRANCH_CAPTURE,
         location=site.location,
         hint="check the input before the branch, or export with branches='draft' to follow the example",
+    )
+
+
+def _retested_error(site: Any, code: str | None) -> TraceError:
+    return TraceError(
+        "forward() tests a value"
+        + (f" (`{code}`)" if code else "")
+        + " and tests it again on one side of a later branch on a tensor's value, where the runs that took "
+        "the first test's other side never reached the second: that side of the program would follow one "
+        "outcome for both",
+        category=Category.BRANCH_CAPTURE,
+        location=site.location if site is not None else None,
+        hint="compute the value once into a tensor and select with torch.where, test it once, or export with "
+        "branches='draft' to follow the example",
     )
 
 

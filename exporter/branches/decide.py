@@ -255,6 +255,11 @@ def _user_frame(frame: Any) -> tuple[Any, bool]:
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
+def _without_extents(stack: tuple[str | int, ...]) -> tuple[str | int, ...]:
+    """``stack`` without the statements' extents (``Decider._met``)."""
+    return tuple(key for key in stack if not str(key).startswith("@"))
+
+
 class Decider:
     """Answers a run's data-dependent booleans from ``schedule`` (site -> value; True where the
     schedule is silent) and records each ``Decision``."""
@@ -330,7 +335,10 @@ class Decider:
         if known is not None or negated is not None:
             decision = known or negated
             value = decision.value if known is not None else not decision.value
-            stack = self._met(stack, direct)
+            # one value tested by several statements: its regions end where the calls that
+            # asked return, each use holding what follows it there
+            decision.stack = _without_extents(decision.stack)
+            decision.uses = [(p, _without_extents(s)) for p, s in decision.uses]
             decision.uses.append((position, stack))
             decision.anchors.append(anchor)
         else:

@@ -96,6 +96,12 @@ class Unread(Exception):
     line of code)."""
 
 
+class Retested(Exception):
+    """A side of a branch tests again a value an earlier statement tested, where that test's
+    other side was never traced: the first test's join saw no such use (``args``: the first
+    test's site and code)."""
+
+
 MODE_SWITCHES = (SET_GRAD_ENABLED, ENTER_AUTOCAST, EXIT_AUTOCAST)
 
 
@@ -344,6 +350,8 @@ class Joiner:
             )
             and d.site not in context and id(d) not in self._joining
         ]
+        if g.parent is not None:
+            self._retested(g, start, end, context)
         if not pending:
             self._copy_range(g, start, end)
             return g
@@ -370,6 +378,18 @@ class Joiner:
                         levels[again.region] = levels.get(again.region, 0) + 1
         finally:
             self._joining.discard(id(decision))
+
+    def _retested(self, g: _Graph, start: int, end: int, context: dict[Site, bool]) -> None:
+        """A side's span may use again a decision first asked before it only where the side
+        holds that decision (``context``) or it is being joined: anywhere else the side would
+        keep the value its run took there, without a cond, for inputs of either value (a
+        value tested, then a branch that returns early on one side, then the value tested
+        again on the other)."""
+        for d in g.run.decisions:
+            if d.site in context or id(d) in self._joining or not d.position < start:
+                continue
+            if any(start <= position < end for position, _ in d.uses[1:]):
+                raise Retested(d.site, d.code)
 
     def _asked_inside(self, d: Decision, start: int, end: int, call: str | int | None) -> bool:
         """Whether ``d`` was asked inside the span ``[start, end)``, which ends where ``call``

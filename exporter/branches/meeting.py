@@ -1,15 +1,11 @@
 """Where the two sides of a branch meet again in the model's source.
 
-A decision is asked by one statement of the model's code: ``if mask.any():``, ``y = a if
-t.sum() > 0 else b``.  Whichever way it goes, Python goes on after that statement, so the
-runs that took its two values can agree again from there (the statement's post-dominator),
-and the branch need hold only what the statement does, not the rest of the function.  Where
-a side leaves the statement early, the meeting point is further out:
-
-- ``continue`` goes on with the loop's next step, so the sides meet at the end of this step;
-- ``break`` leaves the loop, so they meet after it;
-- ``return`` or ``yield`` leaves the function: no meeting point inside it (the region ends
-  where the call returns, as before).
+A decision is asked by one statement of the model's code.  Where a side of it ``continue``s
+a loop (``if tokens.numel() == 0: continue``), Python goes on with the loop's next step
+whichever way it went, so the runs that took its two values can agree again from there (the
+statement's post-dominator), and the branch need hold only the rest of this step, not the
+rest of the function.  Other statements (a plain ``if``, one whose side ``break``s or
+``return``s) give no meeting point here: their regions end where the call returns.
 
 A ``Meeting`` tells, for a node made later in the same run, whether the frame that asked is
 still inside that extent.  It is a hint for where to look: the join still compares the runs
@@ -80,13 +76,14 @@ def meeting(frame: FrameType) -> Meeting | None:
     loops = _loops_around(parents, statement)
     if ("break" in jumps or "continue" in jumps) and not loops:
         return None
-    if "break" in jumps:
-        loop = loops[0]
-        return _meeting(frame, loop.lineno, loop.end_lineno, None, loops[1:])
-    if "continue" in jumps:
+    if "continue" in jumps and "break" not in jumps:
         loop = loops[0]
         return _meeting(frame, loop.body[0].lineno, loop.body[-1].end_lineno, frame.f_lasti, loops)
-    return _meeting(frame, statement.lineno, statement.end_lineno, frame.f_lasti, loops)
+    # The end of a plain statement, and the end of the loop a side breaks out of, are where
+    # the sides meet too, but joining there has given programs that differ from eager on
+    # generated programs (a helper that branches, called inside the `if`): until the cause is
+    # known, those regions end where the call returns.
+    return None
 
 
 def _meeting(frame: FrameType, first: int, last: int | None, after: int | None, loops: list[ast.AST]) -> Meeting:

@@ -100,7 +100,8 @@ def test_the_programs_cover_what_the_fuzzer_is_for():
     assert {
         "branch", "loop", "counter", "flag", "float", "list", "attribute", "last item", "break", "continue",
         "return in loop", "early return", "stored check", "raise stored", "branch in loop", "loop in loop",
-        "layers", "helper", "branch helper call",
+        "layers", "helper", "branch helper call", "fixed loop", "step continue", "step break", "step branch",
+        "step branch state",
     } <= features
 
 

@@ -10,6 +10,8 @@ floats, ``labels`` eight class ids, -1 for none) mixes
   stacked, an attribute of the module, a value kept from the last step;
 - exits inside loops: ``break``, ``continue`` and ``return``, on a Python count or a
   tensor's value; early returns from ``forward``;
+- loops of fixed length (``for k in range(3):``) whose steps branch on values, ``continue``
+  or ``break`` on one, and change Python numbers on one side only;
 - input checks stored in a flag and raised later; helper functions whose loops run in a
   frame of their own.
 
@@ -275,9 +277,30 @@ def _step_statement(r: random.Random, reads: str, depth: int, helper: bool = Fal
     return Stmt(header, [Stmt("acc = acc + d.float() * 0.1")], tag="loop in loop")
 
 
+def _fixed_step_statement(r: random.Random) -> Stmt:
+    """One statement of a step of ``for k in range(...)`` (``k`` the step's number)."""
+    a = _value(r)
+    kind = r.choice(["continue", "continue", "break", "branch", "branch count", "tensor", "count", "break count"])
+    if kind == "continue":
+        return Stmt(f"if {r.choice(['h[k]', 'x[k]', 'acc'])} < {a}:", [Stmt("continue")], tag="step continue")
+    if kind == "break":
+        return Stmt(f"if (labels == k).sum() > {r.randint(0, 2)}:", [Stmt("break")], tag="step break")
+    if kind == "branch":
+        return Stmt("if (labels == k).any():", [Stmt(f"acc = acc + x[labels == k].sum() * {_f(a + 1)}")],
+                    [Stmt(f"h = h * {_f(abs(a) + 0.5)}")], tag="step branch")
+    if kind == "branch count":  # a number only one side changes
+        return Stmt(f"if h[k] > {a}:", [Stmt(r.choice(["n0 += 1", "b0 = True", f"f0 = f0 + {a}"]))], tag="step branch state")
+    if kind == "tensor":
+        return Stmt(r.choice([f"h = h + (labels == k).float() * {a}", f"acc = acc + h[k] * {a}"]), tag="step tensor")
+    if kind == "count":
+        return Stmt("n1 = n1 + 1", tag="step count")
+    return Stmt(f"if n0 >= {r.randint(1, 2)}:", [Stmt("break")], tag="step break count")
+
+
 def _statement(r: random.Random, depth: int, helpers: list[Helper]) -> Stmt:
     choices = [
         ("tensor", 4), ("python", 2), ("branch", 5 if depth < 3 else 1), ("loop", 5 if depth < 3 else 0),
+        ("fixed loop", 3 if depth < 2 else 0),
         ("stored check", 2), ("check", 1), ("raise stored", 2), ("early return", 1 if depth else 2),
         ("python branch", 2), ("helper", 1 if depth < 2 else 0), ("branch helper", 1 if depth < 2 else 0),
     ]
@@ -297,6 +320,9 @@ def _statement(r: random.Random, depth: int, helpers: list[Helper]) -> Stmt:
     if kind == "python branch":
         body = [_statement(r, depth + 1, helpers) for _ in range(r.randint(1, 2))]
         return Stmt(f"if {_python_condition(r)}:", body, tag="python branch")
+    if kind == "fixed loop":
+        body = [_fixed_step_statement(r) for _ in range(r.randint(1, 3))]
+        return Stmt(f"for k in range({r.randint(2, 4)}):", body, tag="fixed loop")
     if kind == "loop":
         header, reads = _loop_header(r)
         body = [_step_statement(r, reads, depth + 1) for _ in range(r.randint(1, 3))]
