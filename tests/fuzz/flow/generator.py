@@ -300,7 +300,7 @@ def _fixed_step_statement(r: random.Random) -> Stmt:
 def _statement(r: random.Random, depth: int, helpers: list[Helper]) -> Stmt:
     choices = [
         ("tensor", 4), ("python", 2), ("branch", 5 if depth < 3 else 1), ("loop", 5 if depth < 3 else 0),
-        ("fixed loop", 3 if depth < 2 else 0),
+        ("fixed loop", 1 if depth < 2 else 0),
         ("stored check", 2), ("check", 1), ("raise stored", 2), ("early return", 1 if depth else 2),
         ("python branch", 2), ("helper", 1 if depth < 2 else 0), ("branch helper", 1 if depth < 2 else 0),
     ]
@@ -321,8 +321,8 @@ def _statement(r: random.Random, depth: int, helpers: list[Helper]) -> Stmt:
         body = [_statement(r, depth + 1, helpers) for _ in range(r.randint(1, 2))]
         return Stmt(f"if {_python_condition(r)}:", body, tag="python branch")
     if kind == "fixed loop":
-        body = [_fixed_step_statement(r) for _ in range(r.randint(1, 3))]
-        return Stmt(f"for k in range({r.randint(2, 4)}):", body, tag="fixed loop")
+        body = [_fixed_step_statement(r) for _ in range(r.randint(1, 2))]
+        return Stmt(f"for k in range({r.randint(2, 3)}):", body, tag="fixed loop")
     if kind == "loop":
         header, reads = _loop_header(r)
         body = [_step_statement(r, reads, depth + 1) for _ in range(r.randint(1, 3))]
