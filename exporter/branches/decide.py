@@ -35,10 +35,10 @@ from .._torch_internals import (
     is_condition,
     traced_graph,
 )
-from ..trace.stacks import UserCalls
-from .meeting import meeting
+from ..trace.stacks import UserCalls, is_extent
 from ..trace.write_watch import writes
 from .loops import DataLoop, Loop, loop_refusal
+from .meeting import meeting
 from .state import iterated_by_for, scope, snapshot
 
 __all__ = ["ITEM_OPS", "Check", "Decider", "Decision", "Learned", "Pin", "Site", "TooManyDecisions", "causes", "limit_error", "loop_error", "raised_by_model", "refusal", "step_limit_error", "tests_a_selection_for_none"]
@@ -186,16 +186,16 @@ def _anchor(graph: torch.fx.Graph | None) -> torch.fx.Node | None:
     return None
 
 
-def _user_line() -> tuple[str | None, str | None, bool]:
-    """The innermost user frame's ``file:line`` and source, and whether the model's own code
+def _user_line() -> tuple[str | None, str | None, bool, Any]:
+    """The innermost user frame's ``file:line`` and source, whether the model's own code
     asked (only torch's bool conversion and the ShapeEnv run between it and here), rather
-    than an operator or other torch code the model called."""
+    than an operator or other torch code the model called, and that frame."""
     frame, direct = _user_frame(sys._getframe(2))
     if frame is None:
-        return None, None, False
+        return None, None, False, None
     filename = os.path.abspath(frame.f_code.co_filename)
     code = linecache.getline(filename, frame.f_lineno).strip() or None
-    return f"{filename}:{frame.f_lineno}", code, direct
+    return f"{filename}:{frame.f_lineno}", code, direct, frame
 
 
 _LEFT = (
@@ -257,7 +257,7 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 def _without_extents(stack: tuple[str | int, ...]) -> tuple[str | int, ...]:
     """``stack`` without the statements' extents (``Decider._met``)."""
-    return tuple(key for key in stack if not str(key).startswith("@"))
+    return tuple(key for key in stack if not is_extent(key))
 
 
 class Decider:
@@ -297,7 +297,7 @@ class Decider:
     def __call__(self, shape_env: Any, expr: sympy.Basic, error: GuardOnDataDependentSymNode) -> bool:
         if not self.active or not is_condition(expr):
             raise error
-        location, code, direct = _user_line()
+        location, code, direct, asker = _user_line()
         if not direct and not _empty_test(shape_env, expr):  # an operator's own question: not a branch of the model's
             raise error
         inside = self._open_loop()
@@ -349,7 +349,7 @@ class Decider:
                 # each of them meets its other side again after its statement: a test in every
                 # step of a loop that goes on either way, one run each
                 per_step = repeated and all(
-                    d.stack and str(d.stack[-1]).startswith("@") for d in self.decisions if d.site.location == location
+                    d.stack and is_extent(d.stack[-1]) for d in self.decisions if d.site.location == location
                 )
                 raise TooManyDecisions(location, code if repeated else None, per_step) from error
             site = self._next_site(module, location)
@@ -367,7 +367,7 @@ class Decider:
                 return value
             value = self.schedule.get(site, True)
             self.path.append((site, value, False))
-            stack = self._met(stack, direct)
+            stack = self._met(stack, asker if direct else None)
             decision = Decision(
                 site, canonical, value, position, stack, code, uses=[(position, stack)], anchors=[anchor], bindings=bindings
             )
@@ -403,12 +403,10 @@ class Decider:
         carried = self.learned.carried.get(loop.site, ())
         return DataLoop(tensor, loop, lambda: _anchor(traced_graph()), self.steps, frame=frame, carried=carried)
 
-    def _met(self, stack: tuple[str | int, ...], direct: bool) -> tuple[str | int, ...]:
+    def _met(self, stack: tuple[str | int, ...], frame: Any) -> tuple[str | int, ...]:
         """``stack`` with, innermost, the extent of the model's code after which the sides
-        of the decision asked now meet again (``meeting.py``), where there is one."""
-        if not direct:
-            return stack
-        frame, _ = _user_frame(sys._getframe(2))
+        of the decision ``frame`` asks now meet again (``meeting.py``), where there is one
+        (``frame`` None: an operator asked, not the model's own line)."""
         extent = meeting(frame) if frame is not None else None
         return stack if extent is None else (*stack, self.calls.open(extent))
 

@@ -27,13 +27,13 @@ __all__ = ["Meeting", "meeting"]
 @attrs.define(eq=False)
 class Meeting:
     """The extent of the code a decision's sides may differ in, in one frame: lines
-    ``first``..``last``, instructions after ``after`` (None: any), while the targets of the
-    loops around it hold the values they held when it was asked."""
+    ``first``..``last`` (a loop's body), instructions after ``after`` (the test that asked),
+    while the targets of the loops around it hold the values they held when it was asked."""
 
     frame: FrameType
     first: int
     last: int
-    after: int | None
+    after: int
     targets: tuple[tuple[str, Any], ...]
     """(name, the object it was bound to) for each loop variable around the extent: a step of
     the loop binds them anew, which ends the extent."""
@@ -43,58 +43,40 @@ class Meeting:
     def holds(self, frame: FrameType) -> bool:
         """Whether ``frame`` (this meeting's frame, seen on the stack as a node is made) is
         still inside the extent."""
-        if not self.first <= frame.f_lineno <= self.last:
+        if not self.first <= frame.f_lineno <= self.last or frame.f_lasti <= self.after:
             return False
-        if self.after is not None and frame.f_lasti <= self.after:
-            return False
-        if self.targets:
-            names = frame.f_locals
-            return all(names.get(name, _UNBOUND) is value for name, value in self.targets)
-        return True
+        names = frame.f_locals if self.targets else {}
+        return all(names.get(name, _UNBOUND) is value for name, value in self.targets)
 
 
 _UNBOUND = object()
 
 
 def meeting(frame: FrameType) -> Meeting | None:
-    """Where the sides of a decision asked now by ``frame``'s current statement meet again;
-    None where they meet only as the call returns (a ``return`` inside, the test of a
-    ``while``) or the source is not to be had."""
+    """Where the sides of a decision asked now by ``frame``'s current statement meet again:
+    the end of the step, where a side ``continue``s the loop around it; None where they meet
+    only as the call returns, or the source is not to be had."""
     code = frame.f_code
     tree, parents = _parsed(code.co_filename)
-    if tree is None:
-        return None
-    position = _position(code, frame.f_lasti)
-    if position is None:
-        return None
-    statement = _innermost(tree, position)
+    position = _position(code, frame.f_lasti) if tree is not None else None
+    statement = _innermost(tree, position) if position is not None else None
     if statement is None or isinstance(statement, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return None  # a loop's own test or items: a loop the data ends, not a branch
     jumps = _jumps(statement)
-    if "return" in jumps:
-        return None
     loops = _loops_around(parents, statement)
-    if ("break" in jumps or "continue" in jumps) and not loops:
-        return None
-    if "continue" in jumps and "break" not in jumps:
-        loop = loops[0]
-        return _meeting(frame, loop.body[0].lineno, loop.body[-1].end_lineno, frame.f_lasti, loops)
     # The end of a plain statement, and the end of the loop a side breaks out of, are where
     # the sides meet too, but joining there has given programs that differ from eager on
     # generated programs (a helper that branches, called inside the `if`): until the cause is
-    # known, those regions end where the call returns.
-    return None
-
-
-def _meeting(frame: FrameType, first: int, last: int | None, after: int | None, loops: list[ast.AST]) -> Meeting:
-    names = frame.f_locals
-    targets = []
-    for loop in loops:
-        if isinstance(loop, (ast.For, ast.AsyncFor)):
-            for node in ast.walk(loop.target):
-                if isinstance(node, ast.Name) and node.id in names:
-                    targets.append((node.id, names[node.id]))
-    return Meeting(frame, first, last if last is not None else first, after, tuple(targets))
+    # known, those regions end where the call returns, as do those with a `return` inside.
+    if jumps != {"continue"} or not loops:
+        return None
+    loop, names = loops[0], frame.f_locals
+    targets = tuple(
+        (node.id, names[node.id])
+        for around in loops if isinstance(around, (ast.For, ast.AsyncFor))
+        for node in ast.walk(around.target) if isinstance(node, ast.Name) and node.id in names
+    )
+    return Meeting(frame, loop.body[0].lineno, loop.body[-1].end_lineno, frame.f_lasti, targets)
 
 
 _TREES: dict[str, tuple[tuple[str, ...], ast.Module | None, dict[ast.AST, ast.AST]]] = {}
@@ -167,9 +149,9 @@ def _jumps(statement: ast.stmt) -> set[str]:
         elif isinstance(node, ast.Continue) and not in_loop:
             found.add("continue")
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-            for child in (*node.body,):
+            for child in node.body:
                 visit(child, True)
-            for child in (*node.orelse,):
+            for child in node.orelse:
                 visit(child, in_loop)
             visit(node.target if not isinstance(node, ast.While) else node.test, in_loop)
             if not isinstance(node, ast.While):

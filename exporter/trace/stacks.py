@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from .._ir import is_library_frame
 from .._torch_internals import stack_trace_anchors, uninteresting_files
 
-__all__ = ["UserCalls", "on_roomy_stack", "recording_user_calls", "user_calls_recorded", "user_stack_trace"]
+__all__ = ["UserCalls", "is_extent", "on_roomy_stack", "recording_user_calls", "user_calls_recorded", "user_stack_trace"]
 
 _T = TypeVar("_T")
 
@@ -157,7 +157,7 @@ class UserCalls:
         """Name the nodes made from now on while ``extent.frame`` is on the stack and
         ``extent.holds(frame)``; the first node made outside it closes it for good.  Returns
         the name, given in order of opening (so alike in two runs that went the same way)."""
-        extent.key = f"@{self._opened}"
+        extent.key = f"{_EXTENT}{self._opened}"
         self._opened += 1
         self._open.append(extent)
         return extent.key
@@ -213,6 +213,16 @@ class UserCalls:
         """Let the run's frames go (their names stay on the nodes)."""
         self._names.clear()
         self._open.clear()
+
+
+_EXTENT = "@"
+"""What an extent's name (``UserCalls.open``) starts with; calls are named by numbers, module
+calls by their paths."""
+
+
+def is_extent(key: str | int) -> bool:
+    """Whether ``key``, in a stack ``UserCalls.running`` gives, names an extent, not a call."""
+    return isinstance(key, str) and key.startswith(_EXTENT)
 
 
 _FORWARD, _USER, _OTHER = range(3)
