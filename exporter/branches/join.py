@@ -363,7 +363,7 @@ class Joiner:
         try:
             while True:
                 try:
-                    return self._decision(g, start, end, decision, context, levels)
+                    return self._decision(g, start, end, decision, context, levels, call)
                 except (_Grow, _Tainted) as again:
                     if isinstance(again, _Tainted) and again.origin != decision.site:
                         raise
@@ -402,8 +402,12 @@ class Joiner:
         return True
 
     def _decision(
-        self, g: _Graph, start: int, end: int, decision: Decision, context: dict[Site, bool], levels: dict[int, int]
+        self, g: _Graph, start: int, end: int, decision: Decision, context: dict[Site, bool], levels: dict[int, int],
+        call: str | int | None = None,
     ) -> _Graph:
+        """Join ``decision``, the first one first made in the span ``[start, end)``, and the rest
+        of the span after its regions; ``call``: the call the span ends with (``span``), whose
+        decisions asked as it returns the rest of the span still holds."""
         run = g.run
         line = (decision.site.module, decision.site.location)
         if sum((site.module, site.location) == line for site in context) >= MAX_REPEATS:
@@ -454,7 +458,7 @@ class Joiner:
             return self.span(g, regions[-1].end_b, len(other.nodes) - 1, context)
         if gen is not None and gen.general == "a":
             self._world(run, gen.values, regions[-1].end_a, decision.site, _asked(other))
-        return self.span(g, position, end, context)
+        return self.span(g, position, end, context, call)
 
     # -- a general run's continuation (general.py)
 
