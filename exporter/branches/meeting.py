@@ -1,11 +1,15 @@
 """Where the two sides of a branch meet again in the model's source.
 
-A decision is asked by one statement of the model's code.  Where a side of it ``continue``s
-a loop (``if tokens.numel() == 0: continue``), Python goes on with the loop's next step
-whichever way it went, so the runs that took its two values can agree again from there (the
-statement's post-dominator), and the branch need hold only the rest of this step, not the
-rest of the function.  Other statements (a plain ``if``, one whose side ``break``s or
-``return``s) give no meeting point here: their regions end where the call returns.
+A decision is asked by one statement of the model's code: ``if mask.any():``, ``y = a if
+t.sum() > 0 else b``.  Whichever way it goes, Python goes on after that statement, so the
+runs that took its two values can agree again from there (the statement's post-dominator),
+and the branch need hold only what the statement does, not the rest of the function.  Where
+a side leaves the statement early, the meeting point is further out:
+
+- ``continue`` goes on with the loop's next step, so the sides meet at the end of this step;
+- ``break`` leaves the loop, so they meet after it;
+- ``return`` or ``yield`` leaves the function: no meeting point inside it (the region ends
+  where the call returns).
 
 A ``Meeting`` tells, for a node made later in the same run, whether the frame that asked is
 still inside that extent.  It is a hint for where to look: the join still compares the runs
@@ -27,13 +31,14 @@ __all__ = ["Meeting", "meeting"]
 @attrs.define(eq=False)
 class Meeting:
     """The extent of the code a decision's sides may differ in, in one frame: lines
-    ``first``..``last`` (a loop's body), instructions after ``after`` (the test that asked),
-    while the targets of the loops around it hold the values they held when it was asked."""
+    ``first``..``last``, instructions after ``after`` (the test that asked; None: any, for a
+    whole loop, whose steps go back before it), while the targets of the loops around it
+    hold the values they held when it was asked."""
 
     frame: FrameType
     first: int
     last: int
-    after: int
+    after: int | None
     targets: tuple[tuple[str, Any], ...]
     """(name, the object it was bound to) for each loop variable around the extent: a step of
     the loop binds them anew, which ends the extent."""
@@ -43,7 +48,9 @@ class Meeting:
     def holds(self, frame: FrameType) -> bool:
         """Whether ``frame`` (this meeting's frame, seen on the stack as a node is made) is
         still inside the extent."""
-        if not self.first <= frame.f_lineno <= self.last or frame.f_lasti <= self.after:
+        if not self.first <= frame.f_lineno <= self.last:
+            return False
+        if self.after is not None and frame.f_lasti <= self.after:
             return False
         names = frame.f_locals if self.targets else {}
         return all(names.get(name, _UNBOUND) is value for name, value in self.targets)
@@ -53,9 +60,9 @@ _UNBOUND = object()
 
 
 def meeting(frame: FrameType) -> Meeting | None:
-    """Where the sides of a decision asked now by ``frame``'s current statement meet again:
-    the end of the step, where a side ``continue``s the loop around it; None where they meet
-    only as the call returns, or the source is not to be had."""
+    """Where the sides of a decision asked now by ``frame``'s current statement meet again;
+    None where they meet only as the call returns (a ``return`` inside, the test of a
+    ``while``) or the source is not to be had."""
     code = frame.f_code
     tree, parents = _parsed(code.co_filename)
     position = _position(code, frame.f_lasti) if tree is not None else None
@@ -64,19 +71,24 @@ def meeting(frame: FrameType) -> Meeting | None:
         return None  # a loop's own test or items: a loop the data ends, not a branch
     jumps = _jumps(statement)
     loops = _loops_around(parents, statement)
-    # The end of a plain statement, and the end of the loop a side breaks out of, are where
-    # the sides meet too, but joining there has given programs that differ from eager on
-    # generated programs (a helper that branches, called inside the `if`): until the cause is
-    # known, those regions end where the call returns, as do those with a `return` inside.
-    if jumps != {"continue"} or not loops:
+    if "return" in jumps or (jumps and not loops):
         return None
-    loop, names = loops[0], frame.f_locals
+    if "break" in jumps:  # after the loop: the loops around it must stay on their step
+        return _meeting(frame, loops[0].lineno, loops[0].end_lineno, None, loops[1:])
+    if "continue" in jumps:  # at the loop's next step
+        return _meeting(frame, loops[0].body[0].lineno, loops[0].body[-1].end_lineno, frame.f_lasti, loops)
+    return _meeting(frame, statement.lineno, statement.end_lineno, frame.f_lasti, loops)
+
+
+def _meeting(frame: FrameType, first: int, last: int, after: int | None, loops: list[ast.AST]) -> Meeting:
+    """The extent ``first``..``last`` of ``frame``, inside the steps the ``loops`` are on."""
+    names = frame.f_locals
     targets = tuple(
         (node.id, names[node.id])
-        for around in loops if isinstance(around, (ast.For, ast.AsyncFor))
-        for node in ast.walk(around.target) if isinstance(node, ast.Name) and node.id in names
+        for loop in loops if isinstance(loop, (ast.For, ast.AsyncFor))
+        for node in ast.walk(loop.target) if isinstance(node, ast.Name) and node.id in names
     )
-    return Meeting(frame, loop.body[0].lineno, loop.body[-1].end_lineno, frame.f_lasti, targets)
+    return Meeting(frame, first, last, after, targets)
 
 
 _TREES: dict[str, tuple[tuple[str, ...], ast.Module | None, dict[ast.AST, ast.AST]]] = {}

@@ -9,6 +9,7 @@ import sympy
 import torch
 
 from exporter._torch_internals import EXPORT_ROOT
+from exporter.trace.stacks import is_extent
 from exporter.branches.align import (
     Extend,
     Parted,
@@ -95,7 +96,9 @@ def test_a_run_indexes_its_graph_and_places_each_decision_after_the_value_it_rea
 
 def test_a_run_knows_the_module_calls_each_node_is_in():
     a, _, decision = _both_sides(AroundLayer(), torch.randn(4))
-    assert decision.stack == (ROOT, f"{ROOT}.layer")
+    # innermost, the extent of the statement that asked, after which its sides meet again
+    assert decision.stack[:2] == (ROOT, f"{ROOT}.layer") and len(decision.stack) == 3
+    assert is_extent(decision.stack[2])
     assert a.stacks[0] == ()  # the input
     by_target = {n.target: stack for n, stack in zip(a.nodes, a.stacks)}
     assert by_target[aten.relu.default] == (ROOT, f"{ROOT}.layer")

@@ -535,7 +535,8 @@ def test_runs_that_replace_the_same_buffer_give_one_note():
     model = TableGrownAfterABranch()
     x, counts = torch.randn(3, 4).abs(), torch.tensor([1, 2, 0])
     program = exporter.export(model, (x, counts))
-    assert program.branch_report.runs == 4
+    # the sides of `if x.sum() > 0:` meet after it: the later branch is traced once per side of its own
+    assert program.branch_report.runs == 3
     assert [n.kind.name for n in program.notes] == ["BUFFER_NOT_WRITTEN_BACK"]
     # the size a trace named u9 or u15 is shown as what it is to the user
     assert "(8,) float32 with (?,) float32 (? is a size only the data decides)" in program.notes[0].message
@@ -1145,6 +1146,16 @@ class NoGradBlockInABranch(nn.Module):
         return self.lin(x) * s
 
 
+class BranchInANoGradBlock(NoGradBlockInABranch):
+    def forward(self, x):
+        with torch.no_grad():
+            if x.max() > 1:
+                s = self.lin(x)
+            else:
+                s = x
+        return self.lin(x) * s
+
+
 def test_a_grad_mode_switch_inside_a_branch_is_refused_in_the_training_ir_and_captured_in_the_default():
     model = NoGradBlockInABranch()
     with pytest.raises(exporter.TraceError, match="switches grad mode or autocast on a side") as refused:
@@ -1153,6 +1164,15 @@ def test_a_grad_mode_switch_inside_a_branch_is_refused_in_the_training_ir_and_ca
     assert refused.value.location == _line("no_grad")
     program = exporter.export(model, (torch.full((2, 3), 2.0),))
     _matches_eager(program, model, [(torch.full((2, 3), 2.0),), (torch.zeros(2, 3),)])
+
+
+def test_a_branch_inside_a_grad_mode_block_ends_before_the_switch_back():
+    """The sides meet at the end of the `if`, inside the block: neither side switches."""
+    model = BranchInANoGradBlock()
+    for ir in ("training", None):
+        program = exporter.export(model, (torch.full((2, 3), 2.0),), **({"ir": ir} if ir else {}))
+        assert _conds(program) == 1
+        _matches_eager(program, model, [(torch.full((2, 3), 2.0),), (torch.zeros(2, 3),)])
 
 
 class HalvedWhenPositive(nn.Module):

@@ -1,6 +1,7 @@
-"""Where a decision's sides meet again: the end of the loop's step for a test with a
-``continue`` on one side, no meeting point for other statements; and the extent a run's
-nodes are named inside, which closes at the first node made outside it."""
+"""Where a decision's sides meet again: the end of its statement, of the loop's step for a
+test with a ``continue`` on one side, the loop's end for one with a ``break``, none for a
+``return`` or a loop's own test; and the extent a run's nodes are named inside, which
+closes at the first node made outside it."""
 
 from __future__ import annotations
 
@@ -29,17 +30,35 @@ def test_a_test_with_a_continue_meets_at_the_end_of_the_step():
 
 
 def _plain(x, seen):
-    if x > 0:
-        seen.append(meeting(sys._getframe()))
     if (seen.append(meeting(sys._getframe())) or x) > 0:
         x = x + 1
+        x = x * 2
     return x
 
 
+def test_a_plain_statement_meets_at_its_end():
+    seen = []
+    _plain(1, seen)
+    (found,) = seen
+    assert found is not None and found.last == found.first + 2 and found.targets == ()
+
+
 def _broken(seen):
-    for k in range(2):
-        if seen.append(meeting(sys._getframe())) or k:
-            break
+    for _ in range(1):
+        for k in range(2):
+            if seen.append(meeting(sys._getframe())) or k:
+                break
+            k = k + 1
+
+
+def test_a_test_with_a_break_meets_after_the_loop_on_the_step_of_the_loops_around():
+    seen = []
+    _broken(seen)
+    first, second = seen
+    assert first.after is None  # the loop's next step goes back before the test
+    assert [name for name, _ in first.targets] == ["_"]  # the outer loop's variable, not the inner one's
+    assert first.last - first.first == 3  # the inner loop, its header to its last line
+    assert second.targets[0][1] is first.targets[0][1]  # asked again on the outer loop's same step
 
 
 def _returned(seen):
@@ -49,12 +68,17 @@ def _returned(seen):
         continue
 
 
-def test_other_statements_meet_where_the_call_returns():
+def _tested_by_while(seen):
+    n = 0
+    while seen.append(meeting(sys._getframe())) or n < 1:
+        n += 1
+
+
+def test_a_return_inside_or_a_loops_own_test_meets_where_the_call_returns():
     seen = []
-    _plain(1, seen)
-    _broken(seen)
     _returned(seen)
-    assert seen == [None] * 6  # two asks in each
+    _tested_by_while(seen)
+    assert seen == [None] * 4  # two asks of each
 
 
 def test_code_with_no_source_has_no_meeting_point():
