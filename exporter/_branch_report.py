@@ -71,6 +71,9 @@ class BranchLoop:
     """The module call it runs in (empty for the model itself)."""
     carried: int
     """How many values each step hands on to the next (the step count among them)."""
+    bounded: int | None = None
+    """With ``max_iterations``: the loop is that many conds in a row, and the program asserts
+    that the data asks for no more steps; None: a ``torch.while_loop``."""
 
     def to_json(self) -> dict:
         """The loop as the JSON report writes it."""
@@ -79,7 +82,8 @@ class BranchLoop:
     def __str__(self) -> str:
         where = f" at {self.location}" if self.location else ""
         code = f": `{self.code}`" if self.code else ""
-        return f"loop{where}{code}\n    as torch.while_loop, carrying {self.carried} value(s)"
+        form = "torch.while_loop" if self.bounded is None else f"{self.bounded} torch.cond step(s) (max_iterations)"
+        return f"loop{where}{code}\n    as {form}, carrying {self.carried} value(s)"
 
 
 @attrs.frozen
@@ -109,7 +113,8 @@ class BranchReport:
             lines = [f"{len(self.decisions)} branch(es) on tensor values, captured as torch.cond from {self.runs} runs"]
             lines += [f"{i}. {d}" for i, d in enumerate(self.decisions, 1)]
         if self.loops:
-            lines.append(f"{len(self.loops)} loop(s) over data-sized tensors, captured as torch.while_loop")
+            form = "torch.while_loop" if all(loop.bounded is None for loop in self.loops) else "bounded steps"
+            lines.append(f"{len(self.loops)} loop(s) over data-sized tensors, captured as {form}")
             lines += [f"{i}. {loop}" for i, loop in enumerate(self.loops, 1)]
         lines += [f"checked at run time (the other side raises): {where}" for where in self.checked]
         return "\n".join(lines) or "no branch on tensor values"

@@ -37,6 +37,9 @@ class ExportOptions:
     ``refuse`` (fail naming the line) or ``draft`` (follow the example, as ``draft=True``)."""
     max_branch_runs: int = 32
     """How many runs of forward branch capture may make (one per decision, and one)."""
+    max_iterations: int | None = None
+    """Where set, each captured loop is that many conds in a row instead of a
+    ``torch.while_loop``, for consumers that cannot run one."""
     tracing_checks: str = "traced"
     """How the trace answers a model asking whether it is traced: ``traced`` (as
     torch.export) or ``eager`` (``exporter.trace.tracing_checks``)."""

@@ -104,6 +104,7 @@ def export(
     fast_paths: bool | None = None,
     branches: str = "capture",
     max_branch_runs: int = DEFAULT_MAX_RUNS,
+    max_iterations: int | None = None,
     tracing_checks: str = "traced",
 ) -> torch.export.ExportedProgram:
     """Export ``mod`` on example inputs to a functional ATen ``torch.export.ExportedProgram``.
@@ -157,6 +158,12 @@ def export(
             example's side and checks it when the program runs (as ``draft=True``).
         max_branch_runs: how many runs of forward branch capture may make: one, and one more
             for each decision's other side. Past it the export fails naming the line.
+        max_iterations: write each captured loop over a data-sized tensor as this many
+            ``torch.cond`` steps in a row instead of a ``torch.while_loop``, for a consumer
+            that cannot run one (ExecuTorch). Step ``k`` runs where the loop has more than
+            ``k`` items; the program asserts the loop has no more than ``max_iterations``,
+            and fails saying so on an input that needs more. None (the default) keeps the
+            ``torch.while_loop``.
         tracing_checks: how the trace answers the model's libraries asking whether forward
             is traced (transformers' ``is_tracing()``, ``torch.compiler.is_exporting()``):
             ``"traced"`` (the default) answers yes, as torch.export does; ``"eager"`` answers
@@ -203,6 +210,7 @@ def export(
         fast_paths=fast_paths,
         branches=branches,
         max_branch_runs=max_branch_runs,
+        max_iterations=max_iterations,
         tracing_checks=tracing_checks,
     )
     return export_timed(mod, args, kwargs, options).program
@@ -260,6 +268,14 @@ def export_timed(
         raise InputSpecError(
             f"tracing_checks={o.tracing_checks!r} is not a way of answering a model that asks whether it is traced",
             hint="pass tracing_checks='traced' (as torch.export, the default) or 'eager' (the model's eager path)",
+        )
+    if o.max_iterations is not None and (
+        isinstance(o.max_iterations, bool) or not isinstance(o.max_iterations, int) or o.max_iterations < 1
+    ):
+        raise InputSpecError(
+            f"max_iterations={o.max_iterations!r} is not a number of loop steps",
+            hint="pass a whole number of at least 1 (the most steps any captured loop may take), or None for "
+            "torch.while_loop",
         )
     if o.branches == "draft" and not o.draft:
         o = attrs.evolve(o, draft=True)
@@ -341,6 +357,7 @@ def _trace(model: torch.nn.Module, bound: BoundInputs, plan: Any, options: Expor
                     model, bound, plan, fast=fast,
                     prefer_deferred_runtime_asserts_over_guards=options.prefer_deferred_runtime_asserts_over_guards,
                     training=options.ir == "training", max_runs=options.max_branch_runs,
+                    max_iterations=options.max_iterations,
                 )
             else:
                 state = trace(

@@ -208,6 +208,12 @@ def lowering_error(error: BaseException, methods: Mapping[str, ExportedProgram],
             "a view relies on a layout the lowering does not keep: use .reshape() instead of .view() "
             "on that line"
         )
+    elif "did not preserve symbolic metadata" in text and op in ("higher_order.cond", "higher_order.while_loop"):
+        hint = (
+            "ExecuTorch's passes trace each torch.cond and torch.while_loop again and refuse one whose operands "
+            "have a size only the data decides (a nonzero, a mask's selection, a loop's items); compute that "
+            "selection inside the branch or loop, or run the .pt2 (AOTInductor or ONNX take it)"
+        )
     elif "upper bound" in text or "unbounded" in text:
         hint = "ExecuTorch plans memory for the largest size: give every dynamic dim a max (Dim(name, max=N))"
     else:

@@ -154,15 +154,17 @@ def check_at_run_time(shape_env: ShapeEnv, fact: sympy.Basic, message: str) -> N
     _remember(shape_env, fact, message)
 
 
-def check_value(fact: Any, message: str) -> None:
+def check_value(fact: Any, message: str, *, own_node: bool = False) -> None:
     """``torch._check(fact)``: where ``fact`` is a SymBool, the program asserts it when it runs,
     saying ``message``.  A fact about a float the data decides is asserted by a node of its
     own: torch's runtime-assert pass (2.13 to 2.15) takes a bound on one such float for a
-    range it asserts elsewhere, and asserts nothing."""
+    range it asserts elsewhere, and asserts nothing.  ``own_node``: so is any fact, for a
+    symbol the graph may not bind (one an earlier trace took for the same input), about which
+    a deferred assert would have no place to go."""
     if isinstance(fact, torch.SymBool):  # before the check: its expression reads True after it
         expression = fact.node.expr
         _remember(fact.node.shape_env, expression, message)
-        if any(not symbol.is_integer for symbol in expression.free_symbols):
+        if own_node or any(not symbol.is_integer for symbol in expression.free_symbols):
             torch.ops.aten._assert_scalar.default(fact, message)
     torch._check(fact, lambda: message)
 

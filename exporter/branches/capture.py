@@ -184,9 +184,11 @@ def capture(
     prefer_deferred_runtime_asserts_over_guards: bool,
     training: bool,
     max_runs: int = DEFAULT_MAX_RUNS,
+    max_iterations: int | None = None,
 ) -> ExportState:
     """Trace ``root`` as ``tracer.trace`` does, capturing its branches on tensor values as
-    ``torch.cond``; the state's ``branch_report`` says what was captured."""
+    ``torch.cond``; the state's ``branch_report`` says what was captured.  ``max_iterations``:
+    write each captured loop as that many conds in a row, not a ``torch.while_loop``."""
     first = tracer.prepare(
         root, bound, plan, fast=fast, prefer_deferred_runtime_asserts_over_guards=prefer_deferred_runtime_asserts_over_guards,
         training=training,
@@ -223,7 +225,7 @@ def capture(
         run_of = _runner(request, runs, max_runs, learned)
         try:
             base = run_of({})
-            joiner, joined = _join(base, run_of, runs)
+            joiner, joined = _join(base, run_of, runs, max_iterations)
         except _TooManyRuns as too_many:
             raise limit_error(too_many.site.location if too_many.site else None, max_runs) from None
         except TooManyDecisions as too_many:
@@ -303,12 +305,12 @@ def _witness_loops(request: Any, runs: dict[frozenset, Run], learned: Learned, m
                 raise loop_refusal(*differs)
 
 
-def _join(base: Run, run_of: Any, runs: dict[frozenset, Run]) -> tuple[Joiner, torch.fx.GraphModule]:
+def _join(base: Run, run_of: Any, runs: dict[frozenset, Run], max_iterations: int | None) -> tuple[Joiner, torch.fx.GraphModule]:
     """Join every run into one graph, over the inputs any run writes (a write on one side
     only is an output of the cond, which is why the set is known only once all ran)."""
     universe: list[int] = []
     while True:
-        joiner = Joiner(run_of, universe)
+        joiner = Joiner(run_of, universe, max_iterations)
         joined = joiner.build(base)
         written = sorted({i for run in runs.values() for i in run.traced.recorded.mutated})
         if written == universe:
@@ -530,5 +532,7 @@ def _report(joiner: Joiner, base: Run, runs: dict[frozenset, Run]) -> BranchRepo
         )
     loops: dict[Any, BranchLoop] = {}
     for loop, carried in joiner.loops:
-        loops.setdefault(loop.site, BranchLoop(loop.site.location, loop.code, _strip(loop.site.module), carried))
+        loops.setdefault(
+            loop.site, BranchLoop(loop.site.location, loop.code, _strip(loop.site.module), carried, joiner.max_iterations)
+        )
     return BranchReport(tuple(entries.values()), len(runs), loops=tuple(loops.values()))

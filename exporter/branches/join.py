@@ -42,6 +42,7 @@ from .align import Extend, Region, Run, Unjoinable, align
 from .general import Adjust, Generality, bound_alike, compose, is_number
 from .decide import ITEM_OPS, Decision, Site
 from .loops import (
+    Bound,
     Iterations,
     Loop,
     LoopBody,
@@ -186,9 +187,11 @@ class _Graph:
 class Joiner:
     """Builds the joined graph; ``run_of(schedule)`` traces (or recalls) the run a schedule gives."""
 
-    def __init__(self, run_of: Callable[[dict[Site, bool]], Run], universe: list[int]) -> None:
+    def __init__(self, run_of: Callable[[dict[Site, bool]], Run], universe: list[int], max_iterations: int | None = None) -> None:
         self.run_of = run_of
         self.universe = universe
+        self.max_iterations = max_iterations
+        """Where set, each loop is written as that many conds in a row (``loops.Bound``)."""
         self.constants: dict[str, Any] = {}
         self._constant_nodes: dict[tuple[int, int, torch.fx.Node], torch.fx.Node] = {}
         """(graph, run, the run's get_attr) -> the joined graph's node for that constant."""
@@ -315,7 +318,10 @@ class Joiner:
             name = f"_joined_loop_{kind}_{len(self.constants)}"
             self.constants[name] = value
             names.append(g.graph.get_attr(name))
-        call = g.graph.call_function(while_loop, (*names, tuple(operands[: len(carried)]), tuple(operands[len(carried) :])))
+        bound = None if self.max_iterations is None else Bound(self.max_iterations, loop.site.location, loop.code)
+        call = g.graph.call_function(
+            while_loop, (*names, tuple(operands[: len(carried)]), tuple(operands[len(carried) :])), {"bound": bound}
+        )
         call.meta.update(meta)
         at = {n: k for k, n in enumerate(it.first)}
         for k, x in enumerate(carried):

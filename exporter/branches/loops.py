@@ -40,10 +40,10 @@ import torch
 import torch.utils._pytree as pytree
 
 from .._errors import Category, TraceError
-from .._torch_internals import asserts_kept_inside
+from .._torch_internals import asserts_kept_inside, check_value
 from .state import MISSING, Change, Kind, assigned_at, changes, kind_of, scope, set_local, snapshot, unbind_local
 
-__all__ = ["WITNESS_STEPS", "CarryNeeded", "DataLoop", "Loop", "after_loops_differ", "LoopBody", "LoopCondition", "LoopRefused", "loop_refusal", "operands_shape_env", "same_constant", "stopped_early", "while_loop"]
+__all__ = ["WITNESS_STEPS", "Bound", "CarryNeeded", "DataLoop", "Loop", "after_loops_differ", "LoopBody", "LoopCondition", "LoopRefused", "loop_refusal", "operands_shape_env", "same_constant", "stopped_early", "while_loop"]
 
 
 @attrs.define(eq=False)
@@ -363,12 +363,74 @@ def operands_shape_env(operands: Any) -> Any:
     return None
 
 
-def while_loop(condition: LoopCondition, body: LoopBody, carried: tuple, additional: tuple) -> Any:
-    """``torch.ops.higher_order.while_loop`` of a captured loop."""
-    return torch.ops.higher_order.while_loop(condition, body, tuple(carried), tuple(additional))
+@attrs.frozen
+class Bound:
+    """A captured loop written as at most ``steps`` steps instead of a ``torch.while_loop``
+    (``export(..., max_iterations=steps)``), for a consumer that cannot run one."""
+
+    steps: int
+    location: str | None
+    code: str | None
+
+    @property
+    def message(self) -> str:
+        """What the program's assert says when the data asks for more steps."""
+        where = f" at {self.location}" if self.location else ""
+        code = f" (`{self.code}`)" if self.code else ""
+        return (
+            f"the loop{where}{code} goes round more than max_iterations={self.steps} times for this input; "
+            "export again with a larger max_iterations, or without it (a torch.while_loop)"
+        )
+
+
+def while_loop(condition: LoopCondition, body: LoopBody, carried: tuple, additional: tuple, bound: Bound | None = None) -> Any:
+    """``torch.ops.higher_order.while_loop`` of a captured loop; with ``bound``, the same loop
+    as ``bound.steps`` conds in a row instead, step ``k`` taken where the tensor looped over
+    has more than ``k`` items, after an assert that it has no more than ``bound.steps``."""
+    if bound is None:
+        return torch.ops.higher_order.while_loop(condition, body, tuple(carried), tuple(additional))
+    operands = (*carried, *additional)
+    length = operands[condition.tensor].shape[0]
+    if isinstance(length, torch.SymInt):
+        check_value(length <= bound.steps, bound.message, own_node=True)
+    elif length > bound.steps:
+        raise TraceError(bound.message, category=Category.BRANCH_CAPTURE, location=bound.location)
+    values = tuple(carried)
+    for step in range(bound.steps):
+        going = length > step
+        if not isinstance(going, torch.SymBool):  # a length the trace knows: nothing to decide
+            if not going:
+                break
+            values = body(*values, *additional)
+            continue
+        values = tuple(torch.ops.higher_order.cond(going, _Step(body), _Stay(len(values)), (*values, *additional)))
+    return values
 
 
 while_loop.__name__ = "while_loop"
+
+
+class _Step:
+    """A bounded loop's step taken: the loop's body."""
+
+    def __init__(self, body: LoopBody) -> None:
+        self.body = body
+        self.__name__ = "loop_step"
+
+    def __call__(self, *operands: Any) -> tuple[Any, ...]:
+        return tuple(self.body(*operands))
+
+
+class _Stay:
+    """A bounded loop's step not taken: the carried values as they are (copies, since a
+    cond's side may not hand on its operands)."""
+
+    def __init__(self, carried: int) -> None:
+        self.carried = carried
+        self.__name__ = "loop_done"
+
+    def __call__(self, *operands: Any) -> tuple[Any, ...]:
+        return tuple(value.clone() for value in operands[: self.carried])
 
 
 WITNESS_STEPS = (1, 4)

@@ -195,6 +195,7 @@ def _export(job: _Job) -> None:
         dynamic_shapes=job.dynamic_shapes,
         draft=settings.draft,
         branches=settings.branches,
+        max_iterations=settings.max_iterations,
         tracing_checks=settings.tracing_checks,
         experts_implementation=settings.experts_implementation,
         ir=settings.ir,

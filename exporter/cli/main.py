@@ -65,6 +65,17 @@ def _unrecognized_hint(message: str) -> str:
     return f"\n  --dynamic takes one PATH=SPEC per flag: repeat it, as in {flags}"
 
 
+def _steps(value: str) -> int:
+    """``--max-iterations``: a whole number of loop steps, at least 1."""
+    try:
+        steps = int(value)
+    except ValueError:
+        steps = 0
+    if steps < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of loop steps (a whole number, at least 1)")
+    return steps
+
+
 def _export_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="python -m exporter",
@@ -97,6 +108,14 @@ def _export_parser() -> argparse.ArgumentParser:
         default="capture",
         help="where forward branches on a tensor's value: capture both sides as torch.cond (default), "
         "refuse (fail naming the line), or draft (follow the example inputs, as --draft)",
+    )
+    p.add_argument(
+        "--max-iterations",
+        type=_steps,
+        metavar="N",
+        help="write each captured loop over a data-sized tensor as N torch.cond steps instead of a "
+        "torch.while_loop, for a consumer that cannot run one (ExecuTorch); the program asserts no "
+        "loop needs more",
     )
     p.add_argument(
         "--tracing-checks",
@@ -301,6 +320,7 @@ def _export_main(argv: list[str]) -> int:
         report_submodules=args.report_submodules,
         draft=args.draft,
         branches=args.branches,
+        max_iterations=args.max_iterations,
         tracing_checks=args.tracing_checks,
         experts_implementation=args.experts_implementation,
         ir=args.ir,

@@ -35,6 +35,8 @@ class ExportSettings:
     branches: str = "capture"
     """``--branches``: where forward branches on a tensor's value, ``capture`` both sides as
     torch.cond, ``refuse`` (fail naming the line) or ``draft`` (as ``--draft``)."""
+    max_iterations: int | None = None
+    """``--max-iterations``: each captured loop as that many torch.cond steps, not a torch.while_loop."""
     tracing_checks: str = "traced"
     """``--tracing-checks``: how the trace answers the model asking whether it is traced,
     ``traced`` (as torch.export) or ``eager`` (the model's eager path)."""

@@ -188,3 +188,25 @@ def test_a_captured_branch_runs_each_side_as_eager(tmp_path, backend):
     assert {bool(model.lin(s).mean() > 0) for s in sides} == {True, False}
     runs = [("example", (x,), {})] + [(f"side {i}", (s,), {}) for i, s in enumerate(sides)]
     _assert_matches_eager(model, ep, written.path, runs)
+
+
+class RunningSum(torch.nn.Module):
+    """A loop over the values a mask picks: its count only the data knows."""
+
+    def forward(self, scores):
+        total = scores.new_zeros(())
+        for s in scores[scores > 0]:
+            total = total * 0.5 + s
+        return total
+
+
+@pytest.mark.parametrize("max_iterations", [None, 4])
+def test_a_loop_over_a_data_sized_tensor_is_refused_with_what_executorch_cannot_take(tmp_path, max_iterations):
+    # ExecuTorch's passes trace each cond and while_loop again and refuse operands whose size
+    # only the data decides, the loop's own items among them: as one loop or as bounded steps
+    ep = exporter.export(RunningSum(), (torch.tensor([0.5, -1.0, 2.0]),), max_iterations=max_iterations)
+    with pytest.raises(exporter.LoweringError) as refused:
+        exporter.to_executorch(ep, tmp_path / "loop.pte", backend="portable")
+    form = "higher_order.while_loop" if max_iterations is None else "higher_order.cond"
+    assert f"failed at {form}" in str(refused.value)
+    assert "refuse one whose operands have a size only the data decides" in refused.value.hint

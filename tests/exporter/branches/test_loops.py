@@ -13,6 +13,7 @@ from torch.export import Dim
 
 import exporter
 from exporter import Category
+from exporter.testing import sides_taken
 from tests.exporter.branches.programs import calls_of, marked_line, matches_eager
 
 nn = torch.nn
@@ -574,3 +575,98 @@ def test_a_view_written_through_at_each_step_goes_round_as_a_copy():
     assert _whiles(program) == 1
     others = [(torch.randn(8, generator=g), labels) for labels in (torch.tensor([4] * 8), torch.tensor([0, 1, 2, 3, 4, 0, 1, 2]))]
     _matches_eager(program, ColumnWrittenThrough(), [example, *others], empty_loops=False)
+
+
+# -- max_iterations: each loop as a fixed number of cond steps -----------------------------
+
+BOUNDED = {  # the cases above, each bounded by the most items any of its inputs has
+    "a running sum": 5,
+    "a mask written in place": 5,
+    "a float read before the loop": 5,
+    "rows of nonzero": 16,
+}
+
+
+@pytest.mark.parametrize("name", list(BOUNDED))
+def test_max_iterations_writes_each_loop_as_that_many_conds_matching_eager(name):
+    make, example, others, may_be_empty = CASES[name]
+    model = make().eval()
+    steps = BOUNDED[name]
+    program = exporter.export(model, example, max_iterations=steps)
+    assert _whiles(program) == 0
+    assert calls_of(program, torch.ops.higher_order.cond) == steps
+    (loop,) = program.branch_report.loops
+    assert loop.bounded == steps
+    assert f"as {steps} torch.cond step(s) (max_iterations)" in str(program.branch_report)
+    # the inputs take each step both ways: some go round every step, some stop before each
+    # (the step that only an empty tensor skips, where its tensor may be empty)
+    inputs = [example, *others, *_fewer_classes(example)]
+    sides = sides_taken(program, inputs)
+    assert set(sides.conds) == {"cond"} | {f"cond_{k}" for k in range(1, steps)}
+    assert {where for where, seen in sides.conds.items() if seen != {True, False}} <= (set() if may_be_empty else {"cond"})
+    for args in inputs:
+        torch.testing.assert_close(program.module()(*args), model(*args), rtol=1e-5, atol=1e-6)
+
+
+def _fewer_classes(example: tuple) -> list[tuple]:
+    """For a loop over the classes among ``example``'s labels: the same scores with one to
+    four classes."""
+    if len(example) != 2:
+        return []
+    scores, labels = example
+    return [(scores, labels % n) for n in (1, 2, 3, 4)]
+
+
+def test_an_input_that_needs_more_steps_fails_naming_the_loop_and_the_bound():
+    model = SumOfEachClassesBest()
+    program = exporter.export(model, _scores(20, 1.0), max_iterations=2)
+    few = (torch.full((20,), 0.9), torch.arange(20) % 2)  # two classes kept: within the bound
+    torch.testing.assert_close(program.module()(*few), model(*few))
+    many = (torch.full((20,), 0.9), torch.arange(20) % 6)
+    with pytest.raises(RuntimeError, match=rf"the loop at {_line('classes')} .* goes round more than max_iterations=2 "
+                       "times for this input; export again with a larger max_iterations"):
+        program.module()(*many)
+
+
+def test_numbers_a_bounded_loop_carries_are_right_for_every_count():
+    model = CountOverLabelsPresent()
+    program = exporter.export(model, _classes(2), max_iterations=7)
+    assert _whiles(program) == 0
+    negative = (torch.randn(8), torch.full((8,), -1))
+    inputs = [_classes(2), negative, _classes(3), _classes(1), _classes(7)]
+    for args in inputs:
+        torch.testing.assert_close(program.module()(*args), model(*args))
+
+
+def test_a_bounded_loop_on_one_side_of_a_branch_matches_eager():
+    model = EachClassOrAll()
+    program = exporter.export(model, _scores(20, 1.0), max_iterations=5)
+    assert _whiles(program) == 0
+    for args in (_scores(20, 1.0), _scores(20, 0.56), _scores(20, 0.4), _scores(20, 2.0)):
+        torch.testing.assert_close(program.module()(*args), model(*args))
+
+
+def test_a_bounded_loop_saves_loads_and_decomposes():
+    model = BestOfEachClass()
+    program = exporter.export(model, _scores(20, 1.0), max_iterations=5)
+    buffer = io.BytesIO()
+    torch.export.save(program, buffer)
+    buffer.seek(0)
+    loaded = torch.export.load(buffer)
+    decomposed = program.run_decompositions()
+    for other in (_scores(20, 1.0), _scores(20, 5.0), (torch.rand(20), torch.zeros(20, dtype=torch.long))):
+        for p in (loaded, decomposed):
+            torch.testing.assert_close(p.module()(*other), model(*other))
+
+
+@pytest.mark.parametrize("steps", [0, -3, 2.5, True, "4"])
+def test_max_iterations_that_is_no_number_of_steps_is_refused_naming_it(steps):
+    with pytest.raises(exporter.InputSpecError, match=rf"max_iterations={steps!r} is not a number of loop steps"):
+        exporter.export(SumOfEachClassesBest(), _scores(20, 1.0), max_iterations=steps)
+
+
+def test_max_iterations_leaves_a_program_without_loops_as_it_is():
+    model = nn.Linear(4, 2)
+    program = exporter.export(model, (torch.randn(3, 4),), max_iterations=3)
+    assert calls_of(program, torch.ops.higher_order.cond) == 0
+    assert getattr(program, "branch_report", None) is None

@@ -720,3 +720,45 @@ def test_executorch_flags_given_wrongly_are_usage_errors(workdir):
     assert missing.returncode == 2, missing.stdout + missing.stderr
     assert "ExecuTorch is not installed" in missing.stdout and "pip install 'torch-exporter[executorch]'" in missing.stdout
     assert not (workdir / "n.pte").exists() and not (workdir / "Net.pt2").exists()
+
+
+LOOP = '''
+import torch
+
+
+class RunningSum(torch.nn.Module):
+    def forward(self, scores):
+        total = scores.new_zeros(())
+        for s in scores[scores > 0]:
+            total = total * 0.5 + s
+        return total
+
+
+example_inputs = (torch.tensor([0.5, -1.0, 2.0, 1.5]),)
+'''
+
+
+def test_max_iterations_writes_the_loop_as_cond_steps_and_verifies_it(tmp_path, capsys):
+    from exporter.cli.main import main
+
+    (tmp_path / "loop.py").write_text(LOOP)
+    out_path = tmp_path / "loop.pt2"
+    code = main([f"{tmp_path / 'loop.py'}:RunningSum", "--max-iterations", "4", "--verify", "-o", str(out_path)])
+    assert code == 0, capsys.readouterr()
+    program = torch.export.load(str(out_path))
+    targets = [n.target for n in program.graph.nodes]
+    assert torch.ops.higher_order.while_loop not in targets
+    assert targets.count(torch.ops.higher_order.cond) == 4
+    scores = torch.tensor([1.0, 2.0, -1.0, 3.0])
+    expected = ((0 * 0.5 + 1.0) * 0.5 + 2.0) * 0.5 + 3.0
+    torch.testing.assert_close(program.module()(scores), torch.tensor(expected))
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "many"])
+def test_max_iterations_that_is_no_number_of_steps_exits_2(value, capsys):
+    from exporter.cli.main import _export_parser
+
+    with pytest.raises(SystemExit) as exited:
+        _export_parser().parse_args(["m.py:Net", "--max-iterations", value])
+    assert exited.value.code == 2
+    assert f"argument --max-iterations: {value!r} is not a number of loop steps" in capsys.readouterr().err
