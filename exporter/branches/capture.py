@@ -135,8 +135,9 @@ def _runner(request: Any, runs: dict[frozenset, Run], max_runs: int, learned: Le
     def run_of(schedule: dict[Site, bool]) -> Run:
         key = frozenset((site, value) for site, value in schedule.items() if not value)  # True: as by default
         if key not in runs:
-            if len(runs) >= max_runs:
+            if len(runs) >= max_runs or learned.traces >= TRACE_BUDGET * max_runs:
                 raise _TooManyRuns(next((s for s, v in schedule.items() if not v), None))
+            learned.traces += 1
             decider = Decider(schedule, limit=max_runs - 1, learned=learned)
             try:
                 traced = tracer.run(request, decider)
@@ -167,6 +168,10 @@ def _parted_error(parted: Parted | None) -> TraceError:
         location=getattr(site, "location", None),
         hint="make forward deterministic up to the branch, or export with branches='draft' to follow the example",
     )
+
+
+TRACE_BUDGET = 4
+"""Runs of forward an export may trace, over every start, per run ``max_branch_runs`` allows."""
 
 
 class _TooManyRuns(Exception):
@@ -280,12 +285,14 @@ def _witness_loops(request: Any, runs: dict[frozenset, Run], learned: Learned, m
     """Trace once more each run that first goes round a loop, going round it more often, and
     refuse the loop where forward outside the loops then differs (``after_loops_differ``):
     the program would go on as after two steps, whatever the count."""
-    seen: set[Site] = set()
+    seen: set[Any] = set()
     for run in list(runs.values()):
-        loops = [loop for loop in run.loops if loop.site not in seen]
+        # a loop whose steps branch is witnessed taking each side
+        key = lambda loop, run=run: (loop.site, frozenset((s, v) for s, v in run.schedule.items() if s.loop == loop.site))  # noqa: E731
+        loops = [loop for loop in run.loops if key(loop) not in seen]
         if not loops:
             continue
-        seen.update(loop.site for loop in run.loops)
+        seen.update(key(loop) for loop in run.loops)
         for steps in WITNESS_STEPS:
             decider = Decider(run.schedule, limit=max_runs - 1, learned=learned, steps=steps)
             try:

@@ -56,6 +56,10 @@ class Site:
     module: str
     location: str | None
     occurrence: int
+    loop: Any = None
+    """For a decision inside a loop over a data-sized tensor, the loop's site: the occurrence
+    then counts within one step, so that every step's question is the same decision, taken
+    the same way in every step of a run (``Decider._in_step``)."""
 
 
 @attrs.define(eq=False)
@@ -108,6 +112,9 @@ class Learned:
     step to step as values of the while_loop (``loops.DataLoop``)."""
     restarts: int = 0
     """How many times the runs started over to hold something learned."""
+    traces: int = 0
+    """How many runs of forward were traced, over every start: each start traces its runs
+    anew, so a model that raises on many paths could otherwise take hundreds."""
 
 
 @attrs.define(eq=False)
@@ -291,6 +298,10 @@ class Decider:
         self._occurrences: dict[tuple[str, str | None], int] = {}
         self._item_symbols: dict[torch.fx.Node, sympy.Symbol] = {}
         self._item_nodes: dict[sympy.Symbol, torch.fx.Node] = {}
+        self._in_loop: dict[Site, Decision] = {}
+        """The decision asked inside a loop's first step, by site (``_in_step``)."""
+        self._step_asked: dict[tuple[Any, str, str | None], tuple[int, int]] = {}
+        """(loop, module, line) -> the step that last asked there, and how often in it."""
         self.calls = UserCalls()
         """The user's function calls each node of the run was made in (recorded by the tracer)."""
 
@@ -313,11 +324,7 @@ class Decider:
                     hint="compute both outcomes and pick with torch.where inside the loop, or export with "
                     "branches='draft' to follow the example",
                 ) from error
-            raise loop_refusal(
-                inside, f"it branches on a tensor's value inside (`{code}` at {location})",
-                hint="compute both outcomes and pick with torch.where inside the loop, or export with "
-                "branches='draft' to follow the example",
-            ) from error
+            return self._in_step(shape_env, expr, error, inside, location, code)
         graph = traced_graph()
         modules = tuple(current_module_stack())
         stack = modules + self.calls.running(sys._getframe(1))
@@ -376,6 +383,51 @@ class Decider:
         assume(shape_env, expr if value else sympy.Not(expr))
         return value
 
+    def _in_step(
+        self, shape_env: Any, expr: sympy.Basic, error: BaseException, loop: Loop, location: str | None, code: str | None
+    ) -> bool:
+        """A question asked inside a step of ``loop``: one decision for every step, a cond in
+        the while_loop's body whose sides run to the end of the step.  Its value must come from
+        the step itself (the item, what the step computes from it); one such branch a step."""
+        graph = traced_graph()
+        symbols = set(free_unbacked_symbols(expr))
+        if not symbols or not symbols <= set(list(shape_env.var_to_range)[loop.symbols_before:]):
+            raise loop_refusal(
+                loop, f"a step branches on a value from before the loop (`{code}` at {location}), which every step "
+                "would decide the same way the run did",
+                hint="test the value once before the loop, or compute both outcomes and pick with torch.where inside "
+                "the loop; or export with branches='draft' to follow the example",
+            ) from error
+        bindings = _binding_nodes(graph, symbols)
+        canonical, bindings = self._canonical(expr, bindings)
+        modules = tuple(current_module_stack())
+        module = modules[-1] if modules else ""
+        step, asked = self._step_asked.get((loop.site, module, location), (0, 0))
+        occurrence = asked if step == loop.taken else 0
+        self._step_asked[(loop.site, module, location)] = (loop.taken, occurrence + 1)
+        site = Site(module, location, occurrence, loop=loop.site)
+        value = self.schedule.get(site, True)
+        if loop.taken == 1:
+            others = [d for d in self.decisions if d.site.loop == loop.site and d.site != site]
+            if others or site in self._in_loop:
+                raise loop_refusal(
+                    loop, f"a step branches more than once (`{others[0].code if others else code}`, then `{code}` at "
+                    f"{location}); a step may hold one branch on a value", hint="compute the other outcomes with "
+                    "torch.where inside the loop, or export with branches='draft' to follow the example",
+                ) from error
+            anchor = _anchor(graph)
+            stack = modules + self.calls.running(sys._getframe(2))
+            decision = Decision(site, canonical, value, 0, stack, code, uses=[(0, stack)], anchors=[anchor], bindings=bindings)
+            self.decisions.append(decision)
+            self._in_loop[site] = decision
+            self.path.append((site, value, False))
+        elif site not in self._in_loop:
+            raise loop_refusal(
+                loop, f"its steps ask different questions (`{code}` at {location} in one step, not in the first)"
+            ) from error
+        assume(shape_env, expr if value else sympy.Not(expr))
+        return value
+
     def loop(self, tensor: torch.Tensor) -> DataLoop | None:
         """The iterator of a loop the model's own code makes over ``tensor``, whose length only
         the data decides (``loops.py``); None where the question is not the model's (the
@@ -398,6 +450,8 @@ class Decider:
         if not iterated_by_for(frame):
             raise loop_refusal(Loop(self._next_site(module, location), code), *_handed_on(code))
         loop = Loop(self._next_site(module, location), code)
+        shape_env = getattr(getattr(tensor, "fake_mode", None), "shape_env", None)
+        loop.symbols_before = len(shape_env.var_to_range) if shape_env is not None else 0
         self.loops.append(loop)
         self.note_state(_anchor(traced_graph()), frame)
         carried = self.learned.carried.get(loop.site, ())

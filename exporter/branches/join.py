@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 import sympy
 import torch
+import torch.utils._pytree as pytree
 from torch.utils._pytree import SequenceKey
 
 from .._torch_internals import (
@@ -38,7 +39,7 @@ from .._torch_internals import (
 )
 from .._ir import has_side_effects
 from ..trace.write_watch import aliases
-from .align import Extend, Region, Run, Unjoinable, align
+from .align import Extend, Parted, Region, Run, Unjoinable, align
 from .general import Adjust, Generality, bound_alike, compose, is_number
 from .decide import ITEM_OPS, Decision, Site
 from .loops import (
@@ -50,6 +51,7 @@ from .loops import (
     LoopRefused,
     compare,
     operands_shape_env,
+    same_constant,
     while_loop,
 )
 
@@ -155,6 +157,25 @@ class Branch:
                 return tuple(torch.fx.Interpreter(self.gm).run(*operands))
 
 
+@attrs.define(eq=False)
+class _OtherStep:
+    """The run that takes a branch inside a loop's steps the other way (``Joiner._other_step``)."""
+
+    run: Run
+    it: Iterations
+    decision: Decision
+    """The branch, as the run being joined took it."""
+    theirs: Decision
+    same: dict[torch.fx.Node, torch.fx.Node]
+    """The other run's nodes before the branch -> the run's."""
+    carried: dict[torch.fx.Node, torch.fx.Node]
+    """The run's value before the loop -> the other run's first-step value that replaces it."""
+
+    @property
+    def loop(self) -> Loop:
+        return next(o for o in self.run.loops if o.site == self.decision.site.loop)
+
+
 def _shape_env(value: Any) -> Any:
     node = getattr(value, "node", None)
     return getattr(node, "shape_env", None)
@@ -208,6 +229,9 @@ class Joiner:
         that joined them, and what the special run assumed (``general.py``)."""
         self._asked_before: set[int] = set()
         """Decisions joined in the span they were asked in, though they part where it ends."""
+        self._redirect: dict[tuple[int, Any], dict[torch.fx.Node, torch.fx.Node]] = {}
+        """(run, a node after a loop, or "output") -> values before the loop it reads that the
+        loop's other side carries: the node of the joined graph to read instead (``_step_cond``)."""
         self._exact: set[Site] = set()
         """Decisions whose runs must meet node by node (a later decision's sides read values
         only their general run holds)."""
@@ -248,7 +272,8 @@ class Joiner:
         if node.op == "get_attr":
             g.env[node] = self._lookup(g, g.run, node)
             return
-        new = g.graph.node_copy(node, lambda n: self._lookup(g, g.run, n))
+        redirect = self._redirect.get((id(g.run), node), {})
+        new = g.graph.node_copy(node, lambda n: redirect[n] if n in redirect else self._lookup(g, g.run, n))
         g.env[node] = new
         for check in self._checks_after(g.run).get(node, ()):
             self._hold(g, g.run, check)
@@ -289,18 +314,25 @@ class Joiner:
         for node in it.hoisted:
             self._copy(g, node)
         body = _Graph(torch.fx.Graph(), run, {}, parent=g)
+        inner = [d for d in run.decisions if d.site.loop == loop.site]
+        other = self._other_step(run, loop, it, inner[0]) if inner else None
         carried = list(it.carried)
+        if other is not None:  # what the other side carries and this one does not
+            carried += [x for x in other.carried if x not in it.carried]
         for value in (*carried, it.tensor):  # the carried values are the body's first operands
             self._lookup(body, run, value)
-        for node in it.first:
-            self._copy(body, node)
-        outputs = [self._lookup(body, run, it.carried[x]) for x in carried]
+        if other is None:
+            for node in it.first:
+                self._copy(body, node)
+            outputs = [self._lookup(body, run, it.carried[x]) for x in carried]
+        else:
+            outputs = self._step_cond(body, it, other, carried)
         operands = [self._lookup(g, r, n) for r, n in body.externals]
         for k, x in enumerate(carried):
             # torch.while_loop needs a step's result in the layout its first input had, and
             # takes that input as a contiguous copy: a value carried as a view (a column
             # written through) goes round as a contiguous copy
-            if not (_row_major(x) and _row_major(it.carried[x])):
+            if not (_row_major(x) and _row_major(it.carried[x] if x in it.carried else other.carried[x])):
                 operands[k] = _contiguous(g.graph, operands[k])
                 outputs[k] = _contiguous(body.graph, outputs[k])
         body.graph.output(tuple(outputs))
@@ -324,11 +356,147 @@ class Joiner:
         )
         call.meta.update(meta)
         at = {n: k for k, n in enumerate(it.first)}
+        items = {}
         for k, x in enumerate(carried):
             item = g.graph.call_function(_getitem, (call, k))
             item.meta.update(meta)
-            g.env[it.second[at[it.carried[x]]]] = item
+            items[x] = item
+            if x in it.carried:
+                g.env[it.second[at[it.carried[x]]]] = item
+        if other is not None:
+            self._read_after(run, it, other, items)
         self.loops.append((loop, len(carried)))
+
+    def _other_step(self, run: Run, loop: Loop, it: Iterations, decision: Decision) -> _OtherStep:
+        """The run that takes ``decision``, a branch inside each step of ``loop``, the other
+        way, compared with ``run``: the same nodes up to the decision, and its loop's steps."""
+        other = self.run_of({**run.schedule, decision.site: not decision.value})
+        theirs = other.decision_at(decision.site)
+        mine = next((o for o in other.loops if o.site == loop.site), None)
+        p = decision.position
+        if theirs is None or mine is None:
+            raise LoopRefused(loop, f"the branch inside it (`{decision.code}`) is not asked again on its other side")
+        if theirs.position != p or any(
+            x.op != y.op or (x.target != y.target and x.op != "get_attr") for x, y in zip(run.nodes[:p], other.nodes[:p])
+        ):
+            raise Parted(decision.site)  # traced differently: again, every run functionalized
+        o_it = compare(other, mine, other.constant)
+        same = {other.nodes[i]: run.nodes[i] for i in range(p)}
+        carried: dict[torch.fx.Node, torch.fx.Node] = {}
+        for x, y in o_it.carried.items():
+            if x not in same:
+                raise LoopRefused(loop, f"a side of the branch inside it (`{decision.code}`) carries a value made inside it")
+            carried[same[x]] = y
+        return _OtherStep(other, o_it, decision, theirs, same, carried)
+
+    def _step_cond(self, body: _Graph, it: Iterations, other: _OtherStep, carried: list[torch.fx.Node]) -> list[Any]:
+        """The step of a loop whose steps branch: the nodes before the branch, then a cond
+        whose sides run to the end of the step, one from each run, and hand on every value
+        either side carries (a side that leaves one alone hands on a copy of it)."""
+        run, decision, p = body.run, other.decision, other.decision.position
+        split = next((k for k, n in enumerate(it.first) if run.index[n] >= p), len(it.first))
+        o_split = next((k for k, n in enumerate(other.it.first) if other.run.index[n] >= p), len(other.it.first))
+        for node in it.first[:split]:
+            self._copy(body, node)
+        back = {y: x for x, y in other.same.items()}
+        sides: list[_Graph] = []
+        results: list[list[Any]] = []
+        for side_run, nodes, hand_on, translate in (
+            (run, it.first[split:], lambda x: it.carried.get(x, x), None),
+            (other.run, other.it.first[o_split:], lambda x: other.carried.get(x, back.get(x)),
+             lambda y, m=other.same: (run, m[y]) if y in m else (other.run, y)),
+        ):
+            side = _Graph(torch.fx.Graph(), side_run, {}, parent=body, translate=translate)
+            for node in nodes:
+                self._copy(side, node)
+            values = []
+            for x in carried:
+                value = hand_on(x)
+                if value is None:
+                    raise LoopRefused(other.loop, "a value a step carries is not one from before the loop")
+                values.append(self._lookup(side, side_run, value))
+            sides.append(side)
+            results.append(values)
+        contiguous = [not _mergeable_layouts(*pair) for pair in zip(*results)]
+        for side, values in zip(sides, results):
+            side.graph.output(tuple(
+                _contiguous(side.graph, v) if copy else _not_aliasing(side.graph, v) for v, copy in zip(values, contiguous)
+            ))
+        operands = _unite(self, body, sides)
+        first = run.nodes[p] if p < len(run.nodes) else run.nodes[-1]
+        meta = {k: first.meta[k] for k in ("stack_trace", "nn_module_stack") if k in first.meta}
+        joined = self._cond_node(body, decision, sides, operands, meta)
+        self.decisions.append((decision, {}, 1))
+        outputs = []
+        for k in range(len(carried)):
+            item = body.graph.call_function(_getitem, (joined, k))
+            item.meta.update(meta)
+            outputs.append(item)
+        return outputs
+
+    def _read_after(self, run: Run, it: Iterations, other: _OtherStep, items: dict) -> None:
+        """After a loop whose steps branch, forward reads the values the loop carries from it;
+        where one run left a value alone that the other's steps changed, the run read it as
+        it was before the loop and the other as its last step left it: both read the loop's."""
+        # functionalization remakes a view of a tensor written in place where it is next read:
+        # a run whose steps wrote it has views nothing reads that the other has not
+        read = lambda n: bool(n.users) or n.is_impure()  # noqa: E731
+        ours = [n for n in run.nodes[it.end : -1] if read(n)]
+        theirs = [n for n in other.run.nodes[other.it.end : -1] if read(n)]
+        if len(ours) != len(theirs):
+            raise LoopRefused(other.loop, f"forward after it differs with the branch inside it (`{other.decision.code}`)")
+        o_at = {n: k for k, n in enumerate(other.it.first)}
+        last = {other.it.second[o_at[y]]: x for x, y in other.carried.items()}  # its last step's value -> before the loop
+        at = {n: k for k, n in enumerate(it.first)}
+        mine = {it.second[at[y]]: x for x, y in it.carried.items()}
+        before = set(run.nodes[: run.index[it.first[0]]]) if it.first else set()
+        after_ours = {n: k for k, n in enumerate(ours)}
+        after_theirs = {n: k for k, n in enumerate(theirs)}
+        differs = f"forward after it reads other values with the branch inside it (`{other.decision.code}`) taken " \
+            "the other way"
+
+        def meaning(value: Any, r: Run, final: dict, after: dict, same: Callable[[Any], Any]) -> tuple:
+            """What a value forward after the loop reads stands for, the same in either run."""
+            if not isinstance(value, torch.fx.Node):
+                return ("constant", value)
+            if value.op == "get_attr":
+                return ("attribute", r.constant(value))
+            if value in final:
+                return ("last", final[value])
+            if value in after:
+                return ("after", after[value])
+            mapped = same(value)
+            if mapped in before:
+                return ("before", mapped)
+            return ("step", value)  # a step's own value: compare() refuses such a read
+
+        def redirect(key: Any, x: Any, y: Any) -> None:
+            xs, xspec = pytree.tree_flatten(x)
+            ys, yspec = pytree.tree_flatten(y)
+            if xspec != yspec:
+                raise LoopRefused(other.loop, differs)
+            for a, b in zip(xs, ys):
+                ma = meaning(a, run, mine, after_ours, lambda n: n)
+                mb = meaning(b, other.run, last, after_theirs, lambda n: other.same.get(n))
+                if ma[0] in ("attribute", "constant") or mb[0] in ("attribute", "constant"):
+                    if ma[0] != mb[0] or not same_constant(ma[1], mb[1]):
+                        raise LoopRefused(other.loop, differs)
+                elif ma == mb:
+                    continue  # the same value before the loop, after it, or as the loop leaves it
+                elif ma == ("before", mb[1]) and mb[0] == "last":
+                    # this run's steps left it alone, the other's changed it: the loop's
+                    self._redirect.setdefault((id(run), key), {})[a] = items[mb[1]]
+                elif mb == ("before", ma[1]) and ma[0] == "last":
+                    continue  # the other's steps left it alone: the loop's, as this run reads
+                else:
+                    raise LoopRefused(other.loop, differs)
+
+        for u, v in zip(ours, theirs):
+            if u.op != v.op or (u.target != v.target and u.op != "get_attr"):
+                raise LoopRefused(other.loop, f"forward after it differs with the branch inside it (`{other.decision.code}`)")
+            if u.op != "get_attr":
+                redirect(u, (u.args, u.kwargs), (v.args, v.kwargs))
+        redirect("output", run.outputs(self.universe), other.run.outputs(self.universe))
 
     def _checks_after(self, run: Run) -> dict[torch.fx.Node, list[Any]]:
         """The run's held decisions by the node after which each is asserted, in the graph
@@ -355,6 +523,7 @@ class Joiner:
                 or self._asked_inside(d, start, end, call)
             )
             and d.site not in context and id(d) not in self._joining
+            and d.site.loop is None  # a branch inside a loop's step is joined in the loop's body
         ]
         if g.parent is not None:
             self._retested(g, start, end, context)
@@ -364,7 +533,7 @@ class Joiner:
         decision = min(pending, key=lambda d: d.position)
         levels: dict[int, int] = {}
         mark = _mark(g)
-        kept = (len(self.decisions), len(self.loops), dict(self._worlds), set(self._asked_before))
+        kept = (len(self.decisions), len(self.loops), dict(self._worlds), set(self._asked_before), dict(self._redirect))
         self._joining.add(id(decision))
         try:
             while True:
@@ -378,6 +547,7 @@ class Joiner:
                     del self.decisions[kept[0]:], self.loops[kept[1]:]
                     self._worlds = dict(kept[2])
                     self._asked_before = set(kept[3])  # the grown region asks them anew
+                    self._redirect = dict(kept[4])
                     if isinstance(again, _Tainted):
                         self._exact.add(decision.site)
                     else:
@@ -392,7 +562,7 @@ class Joiner:
         value tested, then a branch that returns early on one side, then the value tested
         again on the other)."""
         for d in g.run.decisions:
-            if d.site in context or id(d) in self._joining or not d.position < start:
+            if d.site in context or id(d) in self._joining or not d.position < start or d.site.loop is not None:
                 continue
             if any(start <= position < end for position, _ in d.uses[1:]):
                 raise Retested(d.site, d.code)
@@ -617,15 +787,7 @@ class Joiner:
             raise Unread(decision.site, decision.code) from None
         first = (run.nodes[region.start_a] if region.start_a < region.end_a else run.nodes[min(region.start_a, len(run.nodes) - 1)])
         meta = {k: first.meta[k] for k in ("stack_trace", "nn_module_stack") if k in first.meta}
-        predicate, negated = self._predicate(g, decision, meta)
-        names = []
-        for value, side in zip((decision.value, not decision.value), sides):
-            name = f"_joined_branch_{len(self.constants)}"
-            self.constants[name] = Branch(torch.fx.GraphModule(dict(self.constants), side.graph), value != negated)
-            names.append(g.graph.get_attr(name))
-        true_branch, false_branch = names if decision.value != negated else names[::-1]
-        joined = g.graph.call_function(cond, (predicate, true_branch, false_branch, *operands))
-        joined.meta.update(meta)
+        joined = self._cond_node(g, decision, sides, operands, meta)
         for k, (x, _) in enumerate(region.slots):
             item = g.graph.call_function(_getitem, (joined, k))
             item.meta.update(meta)
@@ -636,6 +798,20 @@ class Joiner:
                 item.meta.update(meta)
             if isinstance(x, torch.fx.Node):
                 g.env[x] = item
+
+    def _cond_node(self, g: _Graph, decision: Decision, sides: list[_Graph], operands: list, meta: dict) -> torch.fx.Node:
+        """The cond in ``g`` on ``decision``'s predicate between ``sides`` (the side of the
+        decision's value first), each side's graph kept as a constant."""
+        predicate, negated = self._predicate(g, decision, meta)
+        names = []
+        for value, side in zip((decision.value, not decision.value), sides):
+            name = f"_joined_branch_{len(self.constants)}"
+            self.constants[name] = Branch(torch.fx.GraphModule(dict(self.constants), side.graph), value != negated)
+            names.append(g.graph.get_attr(name))
+        true_branch, false_branch = names if decision.value != negated else names[::-1]
+        joined = g.graph.call_function(cond, (predicate, true_branch, false_branch, *operands))
+        joined.meta.update(meta)
+        return joined
 
     def _hold(self, g: _Graph, run: Run, check: Any) -> None:
         """The program's assert of a decision held because its other side raises."""
@@ -735,7 +911,11 @@ class Joiner:
             new.meta = dict(node.meta)
             g.env[node] = new
         g = self.span(g, len(base.placeholders), len(base.nodes) - 1, {})
-        graph.output(tuple(self._lookup(g, g.run, v) if isinstance(v, torch.fx.Node) else v for v in g.run.outputs(self.universe)))
+        redirect = self._redirect.get((id(g.run), "output"), {})
+        graph.output(tuple(
+            (redirect[v] if v in redirect else self._lookup(g, g.run, v)) if isinstance(v, torch.fx.Node) else v
+            for v in g.run.outputs(self.universe)
+        ))
         # a decision's .item() that only fed its predicate is read no more (the cond reads the tensor)
         owner = types.SimpleNamespace(**self.constants)
         held = lambda n: n.target is _hold or n.is_impure()  # noqa: E731

@@ -22,11 +22,16 @@ the loop reads what the last step left, as eager does after any count, none incl
 other local the steps rebind is unbound after the loop, so forward fails where it reads it;
 an attribute, a container's contents or another frame's local the steps change is refused.
 
+A step may branch once on a value it computes (``if tokens.numel() == 0: continue``): every
+step asks the same question, one decision taken the same way in every step of a run, and
+the join makes it a cond in the body whose sides run to the end of the step
+(``Joiner._step_cond``).
+
 What cannot be one loop is refused naming the line: iterations that compute different
 things, a value of one iteration read after the loop (items collected into a list), a loop
-left early, a branch on a tensor's value inside the loop, a loop inside such a loop, a loop
-Python does not run itself over the tensor (``enumerate``, ``zip``, ``islice``, a
-comprehension), whose own count no frame shows."""
+left early, a second branch in a step or one on a value from before the loop, a loop inside
+such a loop, a loop Python does not run itself over the tensor (``enumerate``, ``zip``,
+``islice``, a comprehension), whose own count no frame shows."""
 
 from __future__ import annotations
 
@@ -41,7 +46,7 @@ import torch.utils._pytree as pytree
 
 from .._errors import Category, TraceError
 from .._torch_internals import asserts_kept_inside, check_value
-from .state import MISSING, Change, Kind, assigned_at, changes, kind_of, scope, set_local, snapshot, unbind_local
+from .state import MISSING, Change, Kind, assigned_at, changes, kind_of, scope, set_local, snapshot, tensors_held, unbind_local
 
 __all__ = ["WITNESS_STEPS", "Bound", "CarryNeeded", "DataLoop", "Loop", "after_loops_differ", "LoopBody", "LoopCondition", "LoopRefused", "loop_refusal", "operands_shape_env", "same_constant", "stopped_early", "while_loop"]
 
@@ -69,6 +74,9 @@ class Loop:
     """The symbol each step reads a carried number as -> the number's name."""
     left: bool = False
     """Whether forward dropped the loop's iterator before its end (``break``, ``return``)."""
+    symbols_before: int = 0
+    """How many symbols the ShapeEnv knew when the loop began: a symbol made later is made by
+    a step (``Decider._in_step``)."""
     unbound: dict[str, tuple[str, str]] = attrs.field(factory=dict)
     """Locals the steps rebind and the trace unbound after the loop: how they changed, and
     what to do instead."""
@@ -124,6 +132,9 @@ class DataLoop:
         self.states: list[dict] = []
         self.kinds: dict[str, Kind] = {}
         self.values: list[list[torch.Tensor]] = []
+        self.tensors_before = tensors_held(self.frames) if frame is not None else {}
+        self.rebound: list[tuple[int, str, str | None]] = []
+        """Where a step bound a tensor that existed before the loop in place of another."""
         if frame is not None:
             self.states.append(snapshot(self.frames, frozenset(loop.carried)))
             self._hand_on()
@@ -138,6 +149,7 @@ class DataLoop:
         if self.taken:
             if self.frame is not None:
                 self.states.append(snapshot(self.frames, frozenset(self.loop.carried)))
+                self._find_rebound()
                 self._hand_on()
             self.counter = self.counter + 1
             self.loop.counter.append(self._anchor())
@@ -171,6 +183,15 @@ class DataLoop:
         self.values.append(tensors)
         self.loop.state.append(marks)
 
+    def _find_rebound(self) -> None:
+        """Note each place whose tensor the step replaced by one that existed before the loop
+        (``total = other``): the graph reads that tensor after the loop either way, whatever
+        the count, so it cannot tell none from some."""
+        before = set(self.tensors_before.values())
+        for place, now in tensors_held(self.frames).items():
+            if now != self.tensors_before.get(place, now) and now in before and place not in self.rebound:
+                self.rebound.append(place)
+
     def _take(self) -> None:
         """Bind each carried number, for the step about to run, to the value the loop hands it."""
         for name, tensor in zip(self.loop.carried, self.values[-1] if self.values else ()):
@@ -188,6 +209,13 @@ class DataLoop:
     def _leave(self) -> None:
         """After the last step: what the steps changed is carried, unbound or refused, and each
         carried number is bound to what the last step left."""
+        if self.rebound:
+            k, name, attribute = self.rebound[0]
+            what = f"`{name}.{attribute}`" if attribute else f"`{name}`"
+            raise loop_refusal(
+                self.loop, f"its steps bind {what} to a tensor made before the loop, which forward reads as it is "
+                "whether the loop goes round or not", _HINT_STATE,
+            )
         found = changes(self.states)
         needed, unbound, refused = [], [], []
         for change in found:

@@ -502,3 +502,22 @@ def _writes(node: ast.AST, name: str) -> bool:
 
 def line_text(path: str, line: int) -> str | None:
     return linecache.getline(path, line).strip() or None
+
+
+def tensors_held(frames: list[types.FrameType]) -> dict[tuple[int, str, str | None], int]:
+    """Where the locals of ``frames`` hold tensors, and which: (frame, local, attribute) ->
+    the tensor's id, for each local and each attribute of a local's ``__dict__`` (a module's
+    plain tensors).  A loop whose steps rebind one to a tensor that existed before it changes
+    what forward reads after the loop, and no graph shows it (``loops.DataLoop``)."""
+    found: dict[tuple[int, str, str | None], int] = {}
+    for k, frame in enumerate(frames):
+        for name, value in frame.f_locals.items():
+            if isinstance(value, torch.Tensor):
+                found[(k, name, None)] = id(value)
+            attributes = getattr(value, "__dict__", None)
+            if isinstance(attributes, dict) and not isinstance(value, type):
+                for attribute, held in list(attributes.items()):
+                    if isinstance(held, torch.Tensor):
+                        found[(k, name, attribute)] = id(held)
+    return found
+

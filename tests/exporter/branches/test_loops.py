@@ -215,11 +215,42 @@ class CollectsItems(nn.Module):
         return torch.stack(rows).sum(0) if rows else x.new_zeros(2, dtype=torch.long)
 
 
-class BranchInsideTheLoop(nn.Module):
+class RebindsToATensorFromBefore(nn.Module):
+    """After no steps ``total`` is the zeros, after any it is ``other``: the graph reads
+    ``other`` either way, since no op of the steps makes it."""
+
+    def forward(self, x):
+        total, other = x.new_zeros(()), x.sum()
+        for value in x[x > 0]:  # line-marker: rebinds
+            total = other
+        return total
+
+
+class RebindsOnOneSide(nn.Module):
+    def forward(self, x):
+        total, other = x.new_zeros(()), x.sum()
+        for value in x[x > 0]:  # line-marker: rebinds on one side
+            if value > 0.5:
+                total = other
+        return total
+
+
+class TwoBranchesInAStep(nn.Module):
     def forward(self, x):
         total = x.new_zeros(())
-        for value in x[x > 0]:  # line-marker: branch inside
+        for value in x[x > 0]:  # line-marker: two branches
             if value > 0.5:
+                total = total + value
+            if value > 0.8:
+                total = total * 2
+        return total
+
+
+class PeakFromBeforeTheLoop(nn.Module):
+    def forward(self, x):
+        total, peak = x.new_zeros(()), x.max().item()
+        for value in x[x > 0]:  # line-marker: from before
+            if peak > 0.5:
                 total = total + value
         return total
 
@@ -255,7 +286,10 @@ class TwoSideBySide(nn.Module):
     [
         (CollectsItems, "collects", "handed to something that iterates it"),
         (TwoSideBySide, "zip", r"side by side with something else \(`zip`\)"),
-        (BranchInsideTheLoop, "branch inside", "branches on a tensor's value inside"),
+        (RebindsToATensorFromBefore, "rebinds", r"its steps bind `total` to a tensor made before the loop"),
+        (RebindsOnOneSide, "rebinds on one side", r"its steps bind `total` to a tensor made before the loop"),
+        (TwoBranchesInAStep, "two branches", r"a step branches more than once \(`if value > 0.5:`, then `if value > 0.8:"),
+        (PeakFromBeforeTheLoop, "from before", r"a step branches on a value from before the loop \(`if peak > 0.5:`"),
         (CountsItsSteps, "counts", "counts the steps with `enumerate`"),
         (LoopInsideALoop, "outer", "another loop over a data-sized tensor starts"),
     ],
@@ -537,7 +571,7 @@ class ExpertsSkippedWhenIdle(nn.Module):
         return out
 
 
-@pytest.mark.parametrize("experts", [2, 3, 8])
+@pytest.mark.parametrize("experts", [2, 3, pytest.param(8, marks=pytest.mark.slow)])
 def test_a_test_for_an_idle_expert_in_every_step_costs_a_run_per_expert(experts):
     model = ExpertsSkippedWhenIdle(experts)
     g = torch.Generator().manual_seed(experts)
@@ -646,6 +680,7 @@ def test_a_bounded_loop_on_one_side_of_a_branch_matches_eager():
         torch.testing.assert_close(program.module()(*args), model(*args))
 
 
+@pytest.mark.slow
 def test_a_bounded_loop_saves_loads_and_decomposes():
     model = BestOfEachClass()
     program = exporter.export(model, _scores(20, 1.0), max_iterations=5)
@@ -670,3 +705,169 @@ def test_max_iterations_leaves_a_program_without_loops_as_it_is():
     program = exporter.export(model, (torch.randn(3, 4),), max_iterations=3)
     assert calls_of(program, torch.ops.higher_order.cond) == 0
     assert getattr(program, "branch_report", None) is None
+
+
+# -- a branch inside each step: a cond in the while_loop's body ---------------------------
+
+
+class BranchInsideTheLoop(nn.Module):
+    """Both sides rebind the running sum."""
+
+    def forward(self, x):
+        total = x.new_zeros(())
+        for value in x[x > 0]:  # line-marker: branch inside
+            if value > 0.5:
+                total = total + value
+            else:
+                total = total - value * 0.5
+        return total
+
+
+class SkipsSmallValues(nn.Module):
+    """``continue`` on one side: that side leaves the sum alone."""
+
+    def forward(self, x):
+        total = x.new_zeros(())
+        for value in x[x > 0]:
+            if value < 0.5:
+                continue
+            total = total * 0.5 + value
+        return total
+
+
+class CountsOnOneSide(nn.Module):
+    """A Python number only one side rebinds, read after the loop."""
+
+    def forward(self, x):
+        total, count = x.new_zeros(()), 0
+        for value in x[x > 0]:
+            if value > 0.5:
+                count += 1
+                total = total + value
+        return total * 10 + count
+
+
+class KeepsConfidentClasses(nn.Module):
+    """torchvision's batched NMS with a score floor: one side writes the mask in place."""
+
+    def forward(self, scores, labels):
+        keep = torch.zeros_like(scores, dtype=torch.bool)
+        for c in torch.unique(labels):
+            members = torch.where(labels == c)[0]
+            if scores[members].max() > 0.5:
+                keep[members[scores[members].argmax().reshape(1)]] = True
+        return torch.where(keep)[0]
+
+
+class ExpertsWithPadding(nn.Module):
+    """transformers' eager experts loop: the router may pick a padding expert past the last,
+    which each step skips with ``continue``."""
+
+    def __init__(self, experts: int = 4, width: int = 8) -> None:
+        super().__init__()
+        self.router = nn.Linear(width, experts + 1)
+        self.weights = nn.Parameter(torch.randn(experts, width, width) / width**0.5)
+        self.experts = experts
+
+    def forward(self, x):
+        choice = self.router(x).argmax(-1)
+        mask = nn.functional.one_hot(choice, self.experts + 1).T
+        out = torch.zeros_like(x)
+        for expert in torch.greater(mask.sum(-1), 0).nonzero():
+            expert = expert[0]
+            if expert == self.experts:
+                continue
+            tokens = torch.where(mask[expert])[0]
+            out.index_add_(0, tokens, x[tokens] @ self.weights[expert.clamp(max=self.experts - 1)])
+        return out
+
+
+class ComparesThePeakInEachStep(nn.Module):
+    """Each step compares a tensor from before the loop: the comparison is the step's own."""
+
+    def forward(self, x):
+        total, peak = x.new_zeros(()), x.max()
+        for value in x[x > 0]:
+            if peak > 0.5:
+                total = total + value
+        return total
+
+
+def _values(*rows: list[float]) -> list[tuple[torch.Tensor]]:
+    return [(torch.tensor(row),) for row in rows]
+
+
+# no steps, one of each side, three, a mix
+_STEPS = _values([-1.0, -2.0, -0.5, -3.0], [0.2, -1.0, -1.0, -1.0], [0.9, -1.0, -1.0, -1.0], [0.2, 0.7, -1.0, 0.9],
+                 [0.1, 0.2, 0.3, 0.4], [0.6, 0.7, 0.8, 0.9], [0.6, 0.1, 0.8, 0.2])
+
+IN_STEP = {
+    "both sides rebind": (BranchInsideTheLoop, _STEPS, True),
+    "continue": (SkipsSmallValues, _STEPS, True),
+    "a number on one side": (CountsOnOneSide, _STEPS, True),
+    "a test of a value from before the loop, made in each step": (ComparesThePeakInEachStep, _STEPS, True),
+    "a write on one side": (
+        KeepsConfidentClasses,
+        [(torch.rand(12, generator=torch.Generator().manual_seed(k)) * s, torch.arange(12) % n)
+         for k, (s, n) in enumerate([(1.0, 3), (0.4, 1), (3.0, 1), (1.0, 6), (0.6, 4)])],
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(IN_STEP))
+def test_a_branch_inside_each_step_is_a_cond_in_the_loops_body_matching_eager(name):
+    make, inputs, may_be_empty = IN_STEP[name]
+    model = make()
+    program = exporter.export(model, inputs[-1])
+    assert _whiles(program) == 1 and calls_of(program, torch.ops.higher_order.cond) == 1
+    top = [n.target for n in program.graph.nodes]
+    assert torch.ops.higher_order.cond not in top  # inside the loop's body, not around it
+    report = program.branch_report
+    assert len(report.decisions) == 1 and len(report.loops) == 1
+    # every side of the cond in some step, and the loop going round no times and several
+    _matches_eager(program, model, inputs, empty_loops=may_be_empty)
+
+
+def test_the_report_names_the_branch_inside_the_loop():
+    program = exporter.export(BranchInsideTheLoop(), _STEPS[-1])
+    (decision,) = program.branch_report.decisions
+    assert decision.location == marked_line(HERE, "branch inside").rsplit(":", 1)[0] + f":{int(_line('branch inside').rsplit(':', 1)[1]) + 1}"
+    assert decision.code == "if value > 0.5:"
+
+
+def test_experts_that_skip_the_padding_expert_match_eager_on_other_routes():
+    torch.manual_seed(0)
+    model = ExpertsWithPadding().eval()
+    program = exporter.export(model, (torch.randn(6, 8),))
+    assert _whiles(program) == 1 and calls_of(program, torch.ops.higher_order.cond) == 1
+    inputs = [(torch.randn(6, 8, generator=torch.Generator().manual_seed(seed)) * (seed + 1),) for seed in range(12)]
+    sides = sides_taken(program, inputs)
+    assert all(seen == {True, False} for seen in sides.conds.values())  # some inputs route a token to the padding
+    with torch.no_grad():
+        for args in inputs:
+            torch.testing.assert_close(program.module()(*args), model(*args), rtol=1e-5, atol=1e-5)
+
+
+def test_a_branch_inside_a_bounded_loop_matches_eager():
+    model = SkipsSmallValues()
+    program = exporter.export(model, _STEPS[-1], max_iterations=4)
+    assert _whiles(program) == 0
+    for args in _STEPS:
+        torch.testing.assert_close(program.module()(*args), model(*args))
+
+
+class BreaksOnAValue(nn.Module):
+    def forward(self, x):
+        total = x.new_zeros(())
+        for value in x[x > 0]:  # line-marker: breaks
+            if value > 0.5:
+                break
+            total = total + value
+        return total
+
+
+def test_a_break_on_a_value_inside_the_loop_is_refused_at_the_loop():
+    with pytest.raises(exporter.ExportError, match="it is left before its end") as refused:
+        exporter.export(BreaksOnAValue(), _STEPS[3])
+    assert refused.value.location == _line("breaks")
