@@ -233,7 +233,8 @@ _STEP_KINDS = {
     # kind: (weight in forward, weight in a helper)
     "acc": (6, 6), "h": (3, 0), "count": (4, 3), "flag": (3, 0), "float": (2, 0), "float item": (1, 0),
     "append": (2, 0), "attribute": (1, 0), "last": (1, 0), "break count": (2, 2), "break value": (1, 1),
-    "continue value": (2, 2), "return": (1, 0), "branch inside": (1, 1), "loop inside": (1, 1),
+    "continue value": (2, 2), "return": (1, 0), "branch inside": (1, 1), "branch one side": (2, 1),
+    "rebind": (1, 0), "loop inside": (1, 1),
 }
 
 
@@ -273,6 +274,12 @@ def _step_statement(r: random.Random, reads: str, depth: int, helper: bool = Fal
         return Stmt(f"if acc > {_f(a * 3 + 1)}:", [Stmt("return h * 2 + acc")], tag="return in loop")
     if kind == "branch inside":
         return Stmt(f"if {pick}.sum() > {a}:", [Stmt("acc = acc + 1.0")], [Stmt("acc = acc - 0.5")], tag="branch in loop")
+    if kind == "branch one side":  # a value or a number only one side changes
+        change = r.choice([f"acc = acc + {pick}.sum()", f"h = h * {_f(abs(a) + 0.5)}", "n0 += 1", "b0 = True"]
+                          if not helper else [f"acc = acc + {pick}.sum()", "n0 += 1"])
+        return Stmt(f"if {pick}.sum() > {a}:", [Stmt(change)], tag="branch one side in loop")
+    if kind == "rebind":  # no op of the step makes what the name holds after it
+        return Stmt(r.choice(["h = x", "acc = h.sum()" if r.random() < 0.5 else "h = x * 1.0"]), tag="rebind")
     header, _ = _loop_header(r, "d")
     return Stmt(header, [Stmt("acc = acc + d.float() * 0.1")], tag="loop in loop")
 
