@@ -99,6 +99,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_each_way_a_model_can_die_fails_that_model_alone(run, tmp_path):
     models = ["good.py:Net", "bad.py:Segfault", "bad.py:Exit", "bad.py:SysExit", "bad.py:Hang", "exit_at_import.py:Net"]
     code, out = run("check", *models, "-j", "2", "--timeout", "3", "--json", "c.json", "--junit", "c.xml")
@@ -143,6 +144,7 @@ def test_each_way_a_model_can_die_fails_that_model_alone(run, tmp_path):
     assert not _alive(worker) and not _alive(child), "the hanging worker's own child was killed with it"
 
 
+@pytest.mark.slow
 def test_a_model_over_max_memory_fails_alone(run, tmp_path):
     # A timeout of its own: on a slow machine, touching the first GiB may take longer than the
     # few seconds the hanging model above is given.
