@@ -140,7 +140,10 @@ def export(
         experts_implementation: ``"batched_mm"`` or ``"grouped_mm"``: trace a transformers
             model's mixture-of-experts blocks with that implementation instead of their
             data-dependent loop, then check the program against the model as configured on
-            the example inputs. The model's setting is restored.
+            the example inputs; ``"eager"``: trace their own loop over the experts a batch
+            hits, captured as a ``torch.while_loop`` (needs ``branches="capture"``). The
+            model's setting is restored. None (the default) switches a block that runs the
+            loop to ``"batched_mm"``.
         ir: ``"inference"`` (the default) for the program above; ``"training"`` for
             torch.export's training IR, what ``torch.export.export`` returns before
             ``run_decompositions``: pre-dispatch ATen, autograd-visible, in-place writes kept
@@ -276,6 +279,11 @@ def export_timed(
             f"max_iterations={o.max_iterations!r} is not a number of loop steps",
             hint="pass a whole number of at least 1 (the most steps any captured loop may take), or None for "
             "torch.while_loop",
+        )
+    if o.experts_implementation == "eager" and (o.branches != "capture" or o.draft):
+        raise InputSpecError(
+            "experts_implementation='eager' traces the experts loop, which only branch capture can export",
+            hint="drop draft and branches (branches='capture' is the default), or pick 'batched_mm'",
         )
     if o.branches == "draft" and not o.draft:
         o = attrs.evolve(o, draft=True)

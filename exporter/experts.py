@@ -2,9 +2,9 @@
 
 transformers' mixture-of-experts blocks (classes decorated with ``use_experts_implementation``)
 run, with ``experts_implementation="eager"``, a Python loop over the experts some token
-picked (``for expert_idx in expert_hit:``): a data-dependent loop no export can trace.  The
-same blocks can run as batched or grouped matrix products over all experts, which export
-cleanly.  ``experts_implementation_applied`` switches a model for the duration of an export;
+picked (``for expert_idx in expert_hit:``): a data-dependent loop torch.export cannot trace,
+and branch capture makes a ``torch.while_loop``.  The same blocks can run as batched or
+grouped matrix products over all experts, which export faster and run without a loop.  ``experts_implementation_applied`` switches a model for the duration of an export;
 ``check_against_unswitched`` holds the program to the model as the user configured it;
 ``suggest_switch`` names the switch in the hint of the failure it avoids.
 """
@@ -32,8 +32,10 @@ __all__ = [
     "suggest_switch",
 ]
 
-EXPERTS_IMPLEMENTATIONS = ("batched_mm", "grouped_mm")
-"""The experts implementations that export (no data-dependent loop)."""
+EXPERTS_IMPLEMENTATIONS = ("batched_mm", "grouped_mm", "eager")
+"""The experts implementations that export: the batched and grouped matrix products, and
+transformers' own loop over the experts hit (``eager``), captured as a ``torch.while_loop``
+whose body skips the padding expert with a ``torch.cond`` (branch capture only)."""
 
 
 AUTOMATIC_EXPERTS_IMPLEMENTATION = "batched_mm"

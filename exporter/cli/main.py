@@ -128,8 +128,9 @@ def _export_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--experts-implementation",
         choices=EXPERTS_IMPLEMENTATIONS,
-        help="export a transformers mixture-of-experts model with this experts implementation instead of "
-        "its data-dependent loop; the program is checked against the model as configured",
+        help="export a transformers mixture-of-experts model with this experts implementation: batched_mm "
+        "or grouped_mm instead of its data-dependent loop, checked against the model as configured; eager "
+        "captures the loop itself as a torch.while_loop",
     )
     p.add_argument(
         "--ir",

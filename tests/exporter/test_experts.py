@@ -75,7 +75,30 @@ def test_the_switch_is_refused_for_a_model_without_experts_blocks_and_for_a_loop
         exporter.export(torch.nn.Linear(2, 2), (torch.ones(2),), experts_implementation="batched_mm")
     model, ids = _mixtral()
     with pytest.raises(InputSpecError, match="not one that exports"):
-        exporter.export(model, (ids,), experts_implementation="eager")
+        exporter.export(model, (ids,), experts_implementation="loop")
+
+
+@pytest.mark.slow
+def test_eager_captures_the_experts_loop_itself_and_matches_on_other_routes():
+    model, ids = _mixtral(implementation="batched_mm")
+    program = exporter.export(model, (ids,), experts_implementation="eager")
+    assert model.get_experts_implementation() == {"": "batched_mm"}
+    (loop,) = program.branch_report.loops
+    assert loop.code == "for expert_idx in expert_hit:"
+    (skip,) = program.branch_report.decisions
+    assert skip.code == "if expert_idx == self.num_experts:"
+    targets = [n.target for m in program.graph_module.modules() if isinstance(m, torch.fx.GraphModule) for n in m.graph.nodes]
+    assert torch.ops.higher_order.while_loop in targets and torch.ops.higher_order.cond in targets
+    model.set_experts_implementation("eager")
+    for seed in range(4):
+        other = torch.randint(0, 100, (2, 8), generator=torch.Generator().manual_seed(seed))
+        torch.testing.assert_close(program.module()(other).logits, model(other).logits, rtol=1e-5, atol=1e-6)
+
+
+def test_eager_needs_branch_capture():
+    model, ids = _mixtral()
+    with pytest.raises(InputSpecError, match="only branch capture can export"):
+        exporter.export(model, (ids,), experts_implementation="eager", branches="refuse")
 
 
 def test_a_model_already_on_an_implementation_that_exports_gets_no_switch_hint():
