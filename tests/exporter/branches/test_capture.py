@@ -419,7 +419,7 @@ def _rows(first_stage: bool, second_stage: bool, seed: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("reshaped", [True, False], ids=["reshaped", "same-nodes"])
-@pytest.mark.parametrize("images", [2, 3])
+@pytest.mark.parametrize("images", [2, pytest.param(3, marks=pytest.mark.slow)])
 def test_a_side_that_returns_an_empty_tensor_rejoins_where_its_function_returns(images, reshaped):
     # same-nodes: after the first stage, both runs make the same nodes, but only one of them
     # asks the second stage's test (the other knows the size is 0); that decision is kept

@@ -169,6 +169,7 @@ def test_verbose_shows_the_traceback(workdir):
 # -- export failures: exit 1, category, source line, next step; the output file is untouched -------
 
 
+@pytest.mark.slow
 def test_export_failure_names_category_line_and_leaves_output_alone(workdir):
     target = workdir / "keep.pt2"
     target.write_bytes(b"previous program")
