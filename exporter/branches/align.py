@@ -21,7 +21,7 @@ import torch.utils._pytree as pytree
 
 from .decide import Decision
 from .general import Adjust, Generality, bound_alike, facts, is_copy, is_number, is_size, is_view, same_number, same_view, unify
-from .loops import same_constant
+from .loops import same_constant, same_op
 from .state import Expr
 
 __all__ = ["Region", "Run", "align"]
@@ -311,7 +311,7 @@ def _same_values(c: _Comparison, a: torch.fx.Node, b: torch.fx.Node) -> bool:
     ):
         gen.mark(c.at)
         return same_view(c.pair, gen, a, b)
-    if a.op != b.op or a.target != b.target and a.op != "get_attr":
+    if not same_op(a, b):
         return False
     if a.op == "get_attr":
         return same_constant(c.a.constant(a), c.b.constant(b))
@@ -381,9 +381,7 @@ def align(
     ``'b'`` as the general case of the other (``general.py``).  Returns the regions and the
     agreement between the runs."""
     p = decision.position
-    if len(a.nodes) < p or len(b.nodes) < p or any(
-        x.op != y.op or (x.target != y.target and x.op != "get_attr") for x, y in zip(a.nodes[:p], b.nodes[:p])
-    ):
+    if len(a.nodes) < p or len(b.nodes) < p or not all(map(same_op, a.nodes[:p], b.nodes[:p])):
         raise Parted(decision.site)
     c = _Comparison(a, b, [], {y: x for x, y in zip(a.nodes[:p], b.nodes[:p])}, site=decision.site)
     uses = sorted(decision.uses)

@@ -298,8 +298,6 @@ class Decider:
         self._occurrences: dict[tuple[str, str | None], int] = {}
         self._item_symbols: dict[torch.fx.Node, sympy.Symbol] = {}
         self._item_nodes: dict[sympy.Symbol, torch.fx.Node] = {}
-        self._in_loop: dict[Site, Decision] = {}
-        """The decision asked inside a loop's first step, by site (``_in_step``)."""
         self._step_asked: dict[tuple[Any, str, str | None], tuple[int, int]] = {}
         """(loop, module, line) -> the step that last asked there, and how often in it."""
         self.calls = UserCalls()
@@ -407,9 +405,10 @@ class Decider:
         self._step_asked[(loop.site, module, location)] = (loop.taken, occurrence + 1)
         site = Site(module, location, occurrence, loop=loop.site)
         value = self.schedule.get(site, True)
+        asked_before = [d for d in self.decisions if d.site.loop == loop.site]  # in the first step
         if loop.taken == 1:
-            others = [d for d in self.decisions if d.site.loop == loop.site and d.site != site]
-            if others or site in self._in_loop:
+            others = [d for d in asked_before if d.site != site]
+            if asked_before:
                 raise loop_refusal(
                     loop, f"a step branches more than once (`{others[0].code if others else code}`, then `{code}` at "
                     f"{location}); a step may hold one branch on a value", hint="compute the other outcomes with "
@@ -419,9 +418,8 @@ class Decider:
             stack = modules + self.calls.running(sys._getframe(2))
             decision = Decision(site, canonical, value, 0, stack, code, uses=[(0, stack)], anchors=[anchor], bindings=bindings)
             self.decisions.append(decision)
-            self._in_loop[site] = decision
             self.path.append((site, value, False))
-        elif site not in self._in_loop:
+        elif not any(d.site == site for d in asked_before):
             raise loop_refusal(
                 loop, f"its steps ask different questions (`{code}` at {location} in one step, not in the first)"
             ) from error

@@ -52,6 +52,7 @@ from .loops import (
     compare,
     operands_shape_env,
     same_constant,
+    same_op,
     while_loop,
 )
 
@@ -165,7 +166,6 @@ class _OtherStep:
     it: Iterations
     decision: Decision
     """The branch, as the run being joined took it."""
-    theirs: Decision
     same: dict[torch.fx.Node, torch.fx.Node]
     """The other run's nodes before the branch -> the run's."""
     carried: dict[torch.fx.Node, torch.fx.Node]
@@ -355,14 +355,14 @@ class Joiner:
             while_loop, (*names, tuple(operands[: len(carried)]), tuple(operands[len(carried) :])), {"bound": bound}
         )
         call.meta.update(meta)
-        at = {n: k for k, n in enumerate(it.first)}
+        last = it.last()
         items = {}
         for k, x in enumerate(carried):
             item = g.graph.call_function(_getitem, (call, k))
             item.meta.update(meta)
             items[x] = item
-            if x in it.carried:
-                g.env[it.second[at[it.carried[x]]]] = item
+            if x in last:
+                g.env[last[x]] = item
         if other is not None:
             self._read_after(run, it, other, items)
         self.loops.append((loop, len(carried)))
@@ -376,9 +376,7 @@ class Joiner:
         p = decision.position
         if theirs is None or mine is None:
             raise LoopRefused(loop, f"the branch inside it (`{decision.code}`) is not asked again on its other side")
-        if theirs.position != p or any(
-            x.op != y.op or (x.target != y.target and x.op != "get_attr") for x, y in zip(run.nodes[:p], other.nodes[:p])
-        ):
+        if theirs.position != p or not all(map(same_op, run.nodes[:p], other.nodes[:p])):
             raise Parted(decision.site)  # traced differently: again, every run functionalized
         o_it = compare(other, mine, other.constant)
         same = {other.nodes[i]: run.nodes[i] for i in range(p)}
@@ -387,7 +385,7 @@ class Joiner:
             if x not in same:
                 raise LoopRefused(loop, f"a side of the branch inside it (`{decision.code}`) carries a value made inside it")
             carried[same[x]] = y
-        return _OtherStep(other, o_it, decision, theirs, same, carried)
+        return _OtherStep(other, o_it, decision, same, carried)
 
     def _step_cond(self, body: _Graph, it: Iterations, other: _OtherStep, carried: list[torch.fx.Node]) -> list[Any]:
         """The step of a loop whose steps branch: the nodes before the branch, then a cond
@@ -445,10 +443,9 @@ class Joiner:
         theirs = [n for n in other.run.nodes[other.it.end : -1] if read(n)]
         if len(ours) != len(theirs):
             raise LoopRefused(other.loop, f"forward after it differs with the branch inside it (`{other.decision.code}`)")
-        o_at = {n: k for k, n in enumerate(other.it.first)}
-        last = {other.it.second[o_at[y]]: x for x, y in other.carried.items()}  # its last step's value -> before the loop
-        at = {n: k for k, n in enumerate(it.first)}
-        mine = {it.second[at[y]]: x for x, y in it.carried.items()}
+        # each run's last step's value -> the value before the loop (this run's) it replaces
+        last = {y: other.same[x] for x, y in other.it.last().items()}
+        mine = {y: x for x, y in it.last().items()}
         before = set(run.nodes[: run.index[it.first[0]]]) if it.first else set()
         after_ours = {n: k for k, n in enumerate(ours)}
         after_theirs = {n: k for k, n in enumerate(theirs)}
@@ -492,7 +489,7 @@ class Joiner:
                     raise LoopRefused(other.loop, differs)
 
         for u, v in zip(ours, theirs):
-            if u.op != v.op or (u.target != v.target and u.op != "get_attr"):
+            if not same_op(u, v):
                 raise LoopRefused(other.loop, f"forward after it differs with the branch inside it (`{other.decision.code}`)")
             if u.op != "get_attr":
                 redirect(u, (u.args, u.kwargs), (v.args, v.kwargs))

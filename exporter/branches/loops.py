@@ -48,7 +48,7 @@ from .._errors import Category, TraceError
 from .._torch_internals import asserts_kept_inside, check_value
 from .state import MISSING, Change, Kind, assigned_at, changes, kind_of, scope, set_local, snapshot, tensors_held, unbind_local
 
-__all__ = ["WITNESS_STEPS", "Bound", "CarryNeeded", "DataLoop", "Loop", "after_loops_differ", "LoopBody", "LoopCondition", "LoopRefused", "loop_refusal", "operands_shape_env", "same_constant", "stopped_early", "while_loop"]
+__all__ = ["WITNESS_STEPS", "Bound", "CarryNeeded", "DataLoop", "Loop", "after_loops_differ", "LoopBody", "LoopCondition", "LoopRefused", "loop_refusal", "operands_shape_env", "same_constant", "same_op", "stopped_early", "while_loop"]
 
 
 @attrs.define(eq=False)
@@ -133,6 +133,7 @@ class DataLoop:
         self.kinds: dict[str, Kind] = {}
         self.values: list[list[torch.Tensor]] = []
         self.tensors_before = tensors_held(self.frames) if frame is not None else {}
+        self.held_before = set(self.tensors_before.values())
         self.rebound: list[tuple[int, str, str | None]] = []
         """Where a step bound a tensor that existed before the loop in place of another."""
         if frame is not None:
@@ -187,9 +188,8 @@ class DataLoop:
         """Note each place whose tensor the step replaced by one that existed before the loop
         (``total = other``): the graph reads that tensor after the loop either way, whatever
         the count, so it cannot tell none from some."""
-        before = set(self.tensors_before.values())
         for place, now in tensors_held(self.frames).items():
-            if now != self.tensors_before.get(place, now) and now in before and place not in self.rebound:
+            if now != self.tensors_before.get(place, now) and now in self.held_before and place not in self.rebound:
                 self.rebound.append(place)
 
     def _take(self) -> None:
@@ -431,22 +431,11 @@ def while_loop(condition: LoopCondition, body: LoopBody, carried: tuple, additio
                 break
             values = body(*values, *additional)
             continue
-        values = tuple(torch.ops.higher_order.cond(going, _Step(body), _Stay(len(values)), (*values, *additional)))
+        values = tuple(torch.ops.higher_order.cond(going, body, _Stay(len(values)), (*values, *additional)))
     return values
 
 
 while_loop.__name__ = "while_loop"
-
-
-class _Step:
-    """A bounded loop's step taken: the loop's body."""
-
-    def __init__(self, body: LoopBody) -> None:
-        self.body = body
-        self.__name__ = "loop_step"
-
-    def __call__(self, *operands: Any) -> tuple[Any, ...]:
-        return tuple(self.body(*operands))
 
 
 class _Stay:
@@ -478,7 +467,7 @@ def after_loops_differ(run: Any, witness: Any) -> tuple[Loop, str] | None:
         return stopped
     ours, theirs = _outside_loops(run), _outside_loops(witness)
     for x, y in zip(ours, theirs):
-        if x.op != y.op or (x.op != "get_attr" and x.target != y.target) or not _same_leaves(run, x, witness, y):
+        if not same_op(x, y) or not _same_leaves(run, x, witness, y):
             return _loop_before(run, x), _COUNTED
     if len(ours) != len(theirs):
         return run.loops[-1], _COUNTED
@@ -533,6 +522,12 @@ def _loop_before(run: Any, node: torch.fx.Node) -> Loop:
     return before[-1] if before else run.loops[0]
 
 
+def same_op(x: torch.fx.Node, y: torch.fx.Node) -> bool:
+    """Whether two nodes of two traces are the same kind of node calling the same op (a
+    ``get_attr`` of either run's constant counts as the same op: compare the constants)."""
+    return x.op == y.op and (x.op == "get_attr" or x.target == y.target)
+
+
 def same_constant(x: Any, y: Any) -> bool:
     """Whether two constants a graph reads (an attribute's tensor, an argument) are the same
     value: same type, equal (NaN equal to NaN), a tensor of the same shape, dtype and values."""
@@ -563,6 +558,12 @@ class Iterations:
     """The tensor looped over."""
     end: int
     """The index, in the run, of the first node after the loop."""
+
+    def last(self) -> dict[torch.fx.Node, torch.fx.Node]:
+        """Value before the loop -> the second iteration's node that replaces it: what forward
+        after the loop reads as the loop left it."""
+        at = {n: k for k, n in enumerate(self.first)}
+        return {x: self.second[at[y]] for x, y in self.carried.items()}
 
 
 def compare(run: Any, loop: Loop, constant: Any) -> Iterations:
@@ -606,7 +607,7 @@ def _compare(run: Any, loop: Loop, constant: Any, keep_unread_views: bool) -> It
     at_second = {n: k for k, n in enumerate(second)}
     carried: dict[torch.fx.Node, torch.fx.Node] = {}
     for a, b in zip(first, second):
-        if a.op != b.op or (a.target != b.target and a.op != "get_attr"):
+        if not same_op(a, b):
             raise LoopRefused(loop, f"its two iterations compute different things ({a.target} in one, {b.target} in the other)")
         if a.op == "get_attr":
             if not same_constant(constant(a), constant(b)):
