@@ -4,6 +4,7 @@ refused naming the line."""
 
 from __future__ import annotations
 
+import importlib
 import linecache
 
 import io
@@ -1218,3 +1219,18 @@ def test_a_value_tested_again_where_its_other_side_was_never_traced_is_refused()
         exporter.export(TestedAgainAfterAnEarlyReturn(), (x, labels))
     assert refused.value.category is Category.BRANCH_CAPTURE
     assert refused.value.location == _line("first test")
+
+
+@pytest.mark.slow
+def test_runs_that_start_over_trace_at_most_four_times_the_run_limit(monkeypatch):
+    from tests.exporter.branches import starts_over
+
+    capture = importlib.import_module("exporter.branches.capture")  # the module, not its function
+
+    traced = []
+    run = capture.tracer.run
+    monkeypatch.setattr(capture.tracer, "run", lambda *a, **k: traced.append(1) or run(*a, **k))
+    with pytest.raises(exporter.TraceError, match="in more ways than 16 runs of forward can capture"):
+        exporter.export(starts_over.make_model(), starts_over.EXAMPLE, max_branch_runs=16)
+    # the runs of the joins, at most 4 x 16 over every start, and the few before the first join
+    assert len(traced) <= 4 * 16 + 4
