@@ -32,7 +32,7 @@ from .decide import (
     tests_a_selection_for_none,
 )
 from .join import DataLoop, HeldUnkept, Joiner, ModeInside, Retested, Unread, interpreted
-from .loops import WITNESS_STEPS, CarryNeeded, LoopRefused, after_loops_differ, loop_refusal, same_constant, stopped_early
+from .loops import WITNESS_STEPS, BreakFound, CarryNeeded, LoopRefused, after_loops_differ, loop_refusal, same_constant, stopped_early
 
 __all__ = ["BRANCH_MODES", "DEFAULT_MAX_RUNS", "capture"]
 
@@ -58,6 +58,11 @@ def _learn(error: BaseException, decider: Decider, learned: Learned, max_runs: i
         return False
     learned.restarts += 1
     for cause in causes(error):
+        if isinstance(cause, BreakFound):
+            if cause.site in learned.breaks:  # both sides break
+                return False
+            learned.breaks[cause.site] = cause.value
+            return True
         if isinstance(cause, CarryNeeded):
             site, names = cause.site, cause.names
             known = learned.carried.get(site, ())
@@ -128,19 +133,35 @@ def _unbound_name(error: BaseException) -> str | None:
     return found.group(1) if found else None
 
 
+def _traced(request: Any, decider: Decider) -> Any:
+    """``tracer.run`` with ``decider``; where a loop's break found what the run could not
+    raise, that is raised instead of the run's result or error."""
+    try:
+        traced = tracer.run(request, decider)
+    except (TraceError, TooManyDecisions) as error:
+        found = decider.break_error()
+        if found is not None:
+            raise found from error
+        raise
+    found = decider.break_error()
+    if found is not None:
+        raise found
+    return traced
+
+
 def _runner(request: Any, runs: dict[frozenset, Run], max_runs: int, learned: Learned) -> Any:
     """``run_of(schedule)``: the run of forward that takes the scheduled decisions (traced
     on first asking, at most ``max_runs`` of them)."""
 
     def run_of(schedule: dict[Site, bool]) -> Run:
-        key = frozenset((site, value) for site, value in schedule.items() if not value)  # True: as by default
+        key = frozenset((site, value) for site, value in schedule.items() if value != learned.default(site))
         if key not in runs:
             if len(runs) >= max_runs or learned.traces >= TRACE_BUDGET * max_runs:
                 raise _TooManyRuns(next((s for s, v in schedule.items() if not v), None))
             learned.traces += 1
             decider = Decider(schedule, limit=max_runs - 1, learned=learned)
             try:
-                traced = tracer.run(request, decider)
+                traced = _traced(request, decider)
             except TooManyDecisions:
                 raise
             except TraceError as error:
@@ -202,7 +223,7 @@ def capture(
     while True:
         decider = Decider({}, limit=max_runs - 1, learned=learned)  # each decision needs a run of its own
         try:
-            traced = tracer.run(first, decider)
+            traced = _traced(first, decider)
         except TooManyDecisions as too_many:
             raise refusal(too_many, max_runs - 1) from None
         except TraceError as error:
@@ -289,14 +310,16 @@ def _witness_loops(request: Any, runs: dict[frozenset, Run], learned: Learned, m
     for run in list(runs.values()):
         # a loop whose steps branch is witnessed taking each side
         key = lambda loop, run=run: (loop.site, frozenset((s, v) for s, v in run.schedule.items() if s.loop == loop.site))  # noqa: E731
-        loops = [loop for loop in run.loops if key(loop) not in seen]
+        # a run whose step breaks out goes round once whatever the count: its break is the
+        # other side of a run that goes on, which is witnessed
+        loops = [loop for loop in run.loops if key(loop) not in seen and not loop.exited]
         if not loops:
             continue
         seen.update(key(loop) for loop in run.loops)
         for steps in WITNESS_STEPS:
             decider = Decider(run.schedule, limit=max_runs - 1, learned=learned, steps=steps)
             try:
-                traced = tracer.run(request, decider)
+                traced = _traced(request, decider)
             except (TraceError, TooManyDecisions) as error:
                 stopped = stopped_early(run, decider.loops)
                 if stopped is not None:

@@ -110,8 +110,15 @@ class Learned:
     carried: dict[Site, tuple[str, ...]] = attrs.field(factory=dict)
     """A loop's site -> the numbers its steps rebind in the loop's own frame, carried from
     step to step as values of the while_loop (``loops.DataLoop``)."""
+    breaks: dict[Site, bool] = attrs.field(factory=dict)
+    """A branch inside a loop's step -> the side on which the step breaks out of the loop:
+    a run takes the other side unless its schedule asks for this one."""
     restarts: int = 0
     """How many times the runs started over to hold something learned."""
+
+    def default(self, site: Site) -> bool:
+        """The side a run takes at ``site`` where its schedule is silent."""
+        return not self.breaks[site] if site in self.breaks else True
     traces: int = 0
     """How many runs of forward were traced, over every start: each start traces its runs
     anew, so a model that raises on many paths could otherwise take hundreds."""
@@ -404,7 +411,14 @@ class Decider:
         occurrence = asked if step == loop.taken else 0
         self._step_asked[(loop.site, module, location)] = (loop.taken, occurrence + 1)
         site = Site(module, location, occurrence, loop=loop.site)
-        value = self.schedule.get(site, True)
+        value = self.schedule.get(site, self.learned.default(site))
+        answer = value
+        if self.learned.breaks.get(site) == value and loop.taken == 1 and self.steps > 1:
+            # the run that breaks goes on at the first step and breaks at the second, so that
+            # what the break reads tells a value the first step handed on from one before the loop
+            answer = not value
+        loop.asked = (loop.taken, site, answer)
+        loop.asks.append((loop.taken, _anchor(graph), tuple(bindings.values())))
         asked_before = [d for d in self.decisions if d.site.loop == loop.site]  # in the first step
         if loop.taken == 1:
             others = [d for d in asked_before if d.site != site]
@@ -423,8 +437,8 @@ class Decider:
             raise loop_refusal(
                 loop, f"its steps ask different questions (`{code}` at {location} in one step, not in the first)"
             ) from error
-        assume(shape_env, expr if value else sympy.Not(expr))
-        return value
+        assume(shape_env, expr if answer else sympy.Not(expr))
+        return answer
 
     def loop(self, tensor: torch.Tensor) -> DataLoop | None:
         """The iterator of a loop the model's own code makes over ``tensor``, whose length only
@@ -453,7 +467,10 @@ class Decider:
         self.loops.append(loop)
         self.note_state(_anchor(traced_graph()), frame)
         carried = self.learned.carried.get(loop.site, ())
-        return DataLoop(tensor, loop, lambda: _anchor(traced_graph()), self.steps, frame=frame, carried=carried)
+        breaks = next(((s, v) for s, v in self.learned.breaks.items() if s.loop == loop.site), None)
+        return DataLoop(
+            tensor, loop, lambda: _anchor(traced_graph()), self.steps, frame=frame, carried=carried, breaks=breaks
+        )
 
     def _met(self, stack: tuple[str | int, ...], frame: Any) -> tuple[str | int, ...]:
         """``stack`` with, innermost, the extent of the model's code after which the sides
@@ -484,7 +501,12 @@ class Decider:
         return Site(module, location, occurrence)
 
     def _open_loop(self) -> Loop | None:
-        return next((loop for loop in self.loops if not loop.finished), None)
+        return next((loop for loop in self.loops if not loop.finished and not loop.exited), None)
+
+    def break_error(self) -> BaseException | None:
+        """What a loop's break found that the run could not raise (a ``__del__`` cannot): the
+        run is over, or failed after it, and this is the error to raise instead."""
+        return next((loop.exit_error for loop in self.loops if loop.exit_error is not None), None)
 
     def _canonical(
         self, expr: sympy.Basic, bindings: dict[sympy.Symbol, torch.fx.Node]

@@ -176,6 +176,33 @@ class _OtherStep:
         return next(o for o in self.run.loops if o.site == self.decision.site.loop)
 
 
+@attrs.define(eq=False)
+class _BreakStep:
+    """The run whose step takes a branch inside a loop's steps the other way and breaks out
+    there (``Joiner._break_step``): a step that goes on, one up to the break, then forward
+    after the loop."""
+
+    run: Run
+    decision: Decision
+    """The branch, as the run being joined took it (the side that goes on)."""
+    translate: Callable[[torch.fx.Node], tuple[Run, torch.fx.Node]]
+    """The other run's node outside the break -> where the value lives in the loop's body."""
+    carried: dict[torch.fx.Node, torch.fx.Node]
+    """The run's value before the loop -> the other run's value as the step left it at its
+    break, for each value forward after the loop reads from the loop that the step changed,
+    and the loop's flag (the others hand on what they held when the step began)."""
+    nodes: list[torch.fx.Node]
+    """The other run's nodes from the branch to the break."""
+    reads: list[tuple[Any, torch.fx.Node, torch.fx.Node]]
+    """(a node after the loop of the run being joined, or "output"; a value before the loop it
+    reads; that value's node before the loop) for each read of a value the steps that go on
+    leave alone and the break changes: it reads the loop's instead."""
+
+    @property
+    def loop(self) -> Loop:
+        return next(o for o in self.run.loops if o.site == self.decision.site.loop)
+
+
 def _shape_env(value: Any) -> Any:
     node = getattr(value, "node", None)
     return getattr(node, "shape_env", None)
@@ -343,8 +370,9 @@ class Joiner:
         meta = {k: it.first[0].meta[k] for k in ("stack_trace", "nn_module_stack") if k in it.first[0].meta}
         tensor = next(k for k, (_, n) in enumerate(body.externals) if n is it.tensor)
         names = []
+        done = carried.index(loop.done[0]) if isinstance(other, _BreakStep) else None
         for kind, value in (
-            ("condition", LoopCondition(carried.index(loop.counter[0]), tensor)),
+            ("condition", LoopCondition(carried.index(loop.counter[0]), tensor, done)),
             ("body", LoopBody(torch.fx.GraphModule(dict(self.constants), body.graph), list(range(len(operands))))),
         ):
             name = f"_joined_loop_{kind}_{len(self.constants)}"
@@ -363,11 +391,14 @@ class Joiner:
             items[x] = item
             if x in last:
                 g.env[last[x]] = item
-        if other is not None:
+        if isinstance(other, _BreakStep):
+            for key, read, x in other.reads:
+                self._redirect.setdefault((id(run), key), {})[read] = items[x]
+        elif other is not None:
             self._read_after(run, it, other, items)
         self.loops.append((loop, len(carried)))
 
-    def _other_step(self, run: Run, loop: Loop, it: Iterations, decision: Decision) -> _OtherStep:
+    def _other_step(self, run: Run, loop: Loop, it: Iterations, decision: Decision) -> _OtherStep | _BreakStep:
         """The run that takes ``decision``, a branch inside each step of ``loop``, the other
         way, compared with ``run``: the same nodes up to the decision, and its loop's steps."""
         other = self.run_of({**run.schedule, decision.site: not decision.value})
@@ -378,6 +409,8 @@ class Joiner:
             raise LoopRefused(loop, f"the branch inside it (`{decision.code}`) is not asked again on its other side")
         if theirs.position != p or not all(map(same_op, run.nodes[:p], other.nodes[:p])):
             raise Parted(decision.site)  # traced differently: again, every run functionalized
+        if mine.exited:
+            return self._break_step(run, loop, it, decision, other, mine)
         o_it = compare(other, mine, other.constant)
         same = {other.nodes[i]: run.nodes[i] for i in range(p)}
         carried: dict[torch.fx.Node, torch.fx.Node] = {}
@@ -387,32 +420,195 @@ class Joiner:
             carried[same[x]] = y
         return _OtherStep(other, o_it, decision, same, carried)
 
-    def _step_cond(self, body: _Graph, it: Iterations, other: _OtherStep, carried: list[torch.fx.Node]) -> list[Any]:
+    def _break_step(self, run: Run, loop: Loop, it: Iterations, decision: Decision, other: Run, mine: Loop) -> _BreakStep:
+        """The run ``other`` whose loop goes on at its first step, as ``run``'s does, and
+        breaks out at its second, compared with ``run``: the two are the same up to the
+        second step's branch; forward after the loop must do the same in both, each reading
+        a value from before the loop, after it, or as the loop leaves it, where ``other``
+        reads that value as its step left it at the break.  Each value so read is what the
+        break side hands on.  What the break reads is a value of its own step, or what the
+        first step handed on (the loop's current value), or one from before the loop that no
+        step replaces: a value from before the loop that the steps replace, read by another
+        name, or a value of the step before that no step hands on, is refused."""
+        index = other.index
+        differs = f"forward after it differs where a step breaks out (`{decision.code}`)"
+        unmarked = f"its break (`{decision.code}`) left no mark in the trace"
+        asks = [(anchor, bindings) for step, anchor, bindings in mine.asks if step == 2]
+        marks = (*mine.counter, mine.exit_mark, *mine.done)
+        if len(asks) != 1 or len(mine.counter) != 2 or len(mine.done) != 2 or not loop.done or any(m not in index for m in marks):
+            raise LoopRefused(loop, unmarked)
+        start, middle, stop = index[mine.counter[0]], index[mine.counter[1]], index[mine.exit_mark]
+        anchor, bindings = asks[0]
+        at = max([index[anchor] + 1 if anchor in index else 0, *(index[b] + 1 for b in bindings if b in index)])
+        p = other._past_items(at)
+        if not middle < p <= stop + 1 or p > len(run.nodes) or not all(map(same_op, run.nodes[:p], other.nodes[:p])):
+            raise LoopRefused(loop, unmarked)
+        split = next((k for k, n in enumerate(it.first) if run.index[n] >= decision.position), len(it.first))
+        prefix = set(it.first[:split])
+        handed = {y: x for x, y in it.carried.items()}  # a first-step value -> the value before the loop it replaces
+        at_second = {n: k for k, n in enumerate(it.second)}
+        hoisted = set(it.hoisted)
+
+        def base_of(node: torch.fx.Node) -> torch.fx.Node:
+            """``run``'s node that holds, in any step, what ``other``'s node (made before the
+            second step's branch) holds in the second."""
+            mine_at = index[node]
+            theirs = run.nodes[mine_at]
+            if theirs in hoisted:
+                return theirs
+            if mine_at <= start:
+                if theirs in it.carried:
+                    raise LoopRefused(loop, f"its break (`{decision.code}`) reads a value from before the loop that the "
+                                      "steps replace")
+                return theirs
+            if mine_at <= middle:
+                if theirs in handed:
+                    return handed[theirs]
+                raise LoopRefused(loop, f"its break (`{decision.code}`) reads a value of the step before that no step "
+                                  "hands on")
+            k = at_second.get(theirs)
+            if k is None or it.first[k] not in prefix:
+                raise LoopRefused(loop, unmarked)
+            return it.first[k]
+
+        read = lambda n: bool(n.users) or n.is_impure()  # noqa: E731
+        ours = [n for n in run.nodes[it.end : -1] if read(n)]
+        theirs = [n for n in other.nodes[stop + 1 : -1] if read(n)]
+        if len(ours) != len(theirs):
+            raise LoopRefused(loop, differs)
+        last = {y: x for x, y in it.last().items()}
+        before = set(run.nodes[: run.index[it.first[0]]]) if it.first else set()
+        after_ours = {n: k for k, n in enumerate(ours)}
+        after_theirs = {n: k for k, n in enumerate(theirs)}
+        carried: dict[torch.fx.Node, torch.fx.Node] = {}
+        passed: set[torch.fx.Node] = set()
+        reads: list[tuple[Any, torch.fx.Node, torch.fx.Node]] = []
+
+        def ours_means(value: torch.fx.Node) -> tuple:
+            if value in last:
+                return ("last", last[value])
+            if value in after_ours:
+                return ("after", after_ours[value])
+            if value in before:
+                return ("before", value)
+            return ("step", value)
+
+        def theirs_means(value: torch.fx.Node) -> tuple:
+            if value in after_theirs:
+                return ("after", after_theirs[value])
+            if index[value] > stop:
+                return ("unknown", value)
+            if index[value] >= p:
+                return ("break", value)
+            held = base_of(value)
+            return ("before", held) if held in before else ("break", value)
+
+        def hands_on(x: torch.fx.Node, value: torch.fx.Node | None) -> None:
+            """At the break, ``x`` (a value before the loop) holds ``other``'s ``value``; None:
+            what it held when the step began (the step did not change it)."""
+            known = carried.get(x, None) if x not in passed else None
+            if x not in passed and known is None:
+                if value is None:
+                    passed.add(x)
+                else:
+                    carried[x] = value
+            elif known is not value:
+                raise LoopRefused(loop, differs)
+
+        def redirect(key: Any, x: Any, y: Any) -> None:
+            xs, xspec = pytree.tree_flatten(x)
+            ys, yspec = pytree.tree_flatten(y)
+            if xspec != yspec:
+                raise LoopRefused(loop, differs)
+            for a, b in zip(xs, ys):
+                node_a, node_b = isinstance(a, torch.fx.Node), isinstance(b, torch.fx.Node)
+                if node_a != node_b:
+                    raise LoopRefused(loop, differs)
+                if not node_a or a.op == "get_attr" or b.op == "get_attr":
+                    same_value = (
+                        same_constant(run.constant(a), other.constant(b)) if node_a and a.op == b.op == "get_attr"
+                        else not node_a and same_constant(a, b)
+                    )
+                    if not same_value:
+                        raise LoopRefused(loop, differs)
+                    continue
+                ma, mb = ours_means(a), theirs_means(b)
+                if ma[0] == "after" or mb[0] == "after":
+                    if ma != mb:
+                        raise LoopRefused(loop, differs)
+                elif ma[0] == "last" and mb == ("before", ma[1]):
+                    hands_on(ma[1], None)  # the step broke before it changed it
+                elif ma[0] == "last" and mb[0] == "break":
+                    hands_on(ma[1], b)
+                elif ma[0] == "before" and mb == ma:
+                    continue  # neither changes it
+                elif ma[0] == "before" and mb[0] == "break":
+                    hands_on(ma[1], b)  # the break changes it: forward reads the loop's
+                    reads.append((key, a, ma[1]))
+                else:
+                    raise LoopRefused(loop, differs)
+
+        for u, v in zip(ours, theirs):
+            if not same_op(u, v):
+                raise LoopRefused(loop, differs)
+            if u.op != "get_attr":
+                redirect(u, (u.args, u.kwargs), (v.args, v.kwargs))
+        redirect("output", run.outputs(self.universe), other.outputs(self.universe))
+        # each number the loop carries, as the break left it: by name, since forward after
+        # the loop may test it in Python where the break left a plain number
+        if len(mine.state) != 3 or len(loop.state) != 3:
+            raise LoopRefused(loop, unmarked)
+        for x, value in zip(loop.state[0], mine.state[-1]):
+            if x not in it.carried or value not in index or not p <= index[value] <= stop:
+                raise LoopRefused(loop, unmarked)
+            passed.discard(x)
+            carried[x] = value
+        carried[loop.done[0]] = mine.done[1]
+        # every value forward after the loop reads from the loop is known as the break left it
+        for x, y in it.last().items():
+            if any(run.index[user] >= it.end for user in y.users) and x not in carried and x not in passed:
+                raise LoopRefused(loop, differs)
+
+        def translate(node: torch.fx.Node) -> tuple[Run, torch.fx.Node]:
+            return (run, base_of(node)) if index[node] < p else (other, node)
+
+        return _BreakStep(other, decision, translate, carried, other.nodes[p : stop + 1], reads)
+
+    def _step_cond(self, body: _Graph, it: Iterations, other: _OtherStep | _BreakStep, carried: list[torch.fx.Node]) -> list[Any]:
         """The step of a loop whose steps branch: the nodes before the branch, then a cond
         whose sides run to the end of the step, one from each run, and hand on every value
         either side carries (a side that leaves one alone hands on a copy of it)."""
         run, decision, p = body.run, other.decision, other.decision.position
         split = next((k for k, n in enumerate(it.first) if run.index[n] >= p), len(it.first))
-        o_split = next((k for k, n in enumerate(other.it.first) if other.run.index[n] >= p), len(other.it.first))
+        if isinstance(other, _BreakStep):
+            other_nodes = other.nodes
+        else:
+            o_split = next((k for k, n in enumerate(other.it.first) if other.run.index[n] >= p), len(other.it.first))
+            other_nodes = other.it.first[o_split:]
         for node in it.first[:split]:
             self._copy(body, node)
-        back = {y: x for x, y in other.same.items()}
+        if isinstance(other, _BreakStep):  # a value the break leaves alone: what the step began with
+            other_hand_on = lambda x: (other.run, other.carried[x]) if x in other.carried else (run, x)  # noqa: E731
+            other_translate = other.translate
+        else:
+            back = {y: x for x, y in other.same.items()}
+            other_hand_on = lambda x: (other.run, other.carried.get(x, back.get(x)))  # noqa: E731
+            other_translate = lambda y, m=other.same: (run, m[y]) if y in m else (other.run, y)  # noqa: E731
         sides: list[_Graph] = []
         results: list[list[Any]] = []
         for side_run, nodes, hand_on, translate in (
-            (run, it.first[split:], lambda x: it.carried.get(x, x), None),
-            (other.run, other.it.first[o_split:], lambda x: other.carried.get(x, back.get(x)),
-             lambda y, m=other.same: (run, m[y]) if y in m else (other.run, y)),
+            (run, it.first[split:], lambda x: (run, it.carried.get(x, x)), None),
+            (other.run, other_nodes, other_hand_on, other_translate),
         ):
             side = _Graph(torch.fx.Graph(), side_run, {}, parent=body, translate=translate)
             for node in nodes:
                 self._copy(side, node)
             values = []
             for x in carried:
-                value = hand_on(x)
+                value_run, value = hand_on(x)
                 if value is None:
                     raise LoopRefused(other.loop, "a value a step carries is not one from before the loop")
-                values.append(self._lookup(side, side_run, value))
+                values.append(self._lookup(side, value_run, value))
             sides.append(side)
             results.append(values)
         contiguous = [not _mergeable_layouts(*pair) for pair in zip(*results)]

@@ -46,9 +46,10 @@ import torch.utils._pytree as pytree
 
 from .._errors import Category, TraceError
 from .._torch_internals import asserts_kept_inside, check_value
+from .meeting import leaves_by_break
 from .state import MISSING, Change, Kind, assigned_at, changes, kind_of, scope, set_local, snapshot, tensors_held, unbind_local
 
-__all__ = ["WITNESS_STEPS", "Bound", "CarryNeeded", "DataLoop", "Loop", "after_loops_differ", "LoopBody", "LoopCondition", "LoopRefused", "loop_refusal", "operands_shape_env", "same_constant", "same_op", "stopped_early", "while_loop"]
+__all__ = ["WITNESS_STEPS", "BreakFound", "Bound", "CarryNeeded", "DataLoop", "Loop", "after_loops_differ", "LoopBody", "LoopCondition", "LoopRefused", "loop_refusal", "operands_shape_env", "same_constant", "same_op", "stopped_early", "while_loop"]
 
 
 @attrs.define(eq=False)
@@ -73,7 +74,23 @@ class Loop:
     carried_symbols: dict[Any, str] = attrs.field(factory=dict)
     """The symbol each step reads a carried number as -> the number's name."""
     left: bool = False
-    """Whether forward dropped the loop's iterator before its end (``break``, ``return``)."""
+    """Whether forward dropped the loop's iterator before its end other than by a ``break``
+    under a branch inside the step (a ``return``, an exception, a ``break`` every step takes)."""
+    asked: tuple[int, Any, bool] | None = None
+    """The last branch inside a step: the step that asked (its count), its site and value."""
+    asks: list[tuple[int, torch.fx.Node | None, tuple[torch.fx.Node, ...]]] = attrs.field(factory=list)
+    """Each time a step asked its branch: the step's count, the last node made before, and
+    the nodes that bind the symbols it tested."""
+    exited: bool = False
+    """Whether a step left the loop by a ``break`` on the side of its branch the run took
+    (``DataLoop._exit``): one step, up to the break, then forward after the loop."""
+    exit_mark: torch.fx.Node | None = None
+    """In a run whose step broke out: the last node the step made before forward went on."""
+    done: list[torch.fx.Node | None] = attrs.field(factory=list)
+    """For a loop that a step may leave: its flag (a bool 0-d tensor) before the loop, and
+    in a run whose step broke out, the flag that step sets."""
+    exit_error: BaseException | None = None
+    """What a step's break found that the run cannot go on with (raised after the run)."""
     symbols_before: int = 0
     """How many symbols the ShapeEnv knew when the loop began: a symbol made later is made by
     a step (``Decider._in_step``)."""
@@ -101,6 +118,20 @@ def loop_refusal(loop: Loop, why: str, hint: str | None = None) -> TraceError:
     )
 
 
+class BreakFound(TraceError):
+    """A step broke out of a loop not yet known to: the runs start over with the loop's flag,
+    and each run takes the branch at ``site`` (inside the step) away from ``value``, the side
+    that breaks, unless it asks for that side."""
+
+    def __init__(self, loop: Loop, site: Any, value: bool) -> None:
+        super().__init__(
+            f"a step breaks out of the loop (`{loop.code}`) on both sides of its branch",
+            category=Category.BRANCH_CAPTURE, location=loop.site.location,
+            hint="break on one side of the branch only, or export with branches='draft' to follow the example",
+        )
+        self.site, self.value = site, value
+
+
 class CarryNeeded(TraceError):
     """A loop's steps rebind numbers of its frame that the run did not carry (``names``): the
     runs start over carrying them.  Raised through the model's code, so an ``ExportError``."""
@@ -123,7 +154,7 @@ class DataLoop:
 
     def __init__(
         self, tensor: torch.Tensor, loop: Loop, anchor: Any, steps: int = STEPS, frame: Any = None,
-        carried: tuple[str, ...] = (),
+        carried: tuple[str, ...] = (), breaks: tuple[Any, bool] | None = None,
     ) -> None:
         self.tensor, self.loop, self._anchor, self.steps = tensor, loop, anchor, steps
         self.frame = frame
@@ -139,6 +170,11 @@ class DataLoop:
         if frame is not None:
             self.states.append(snapshot(self.frames, frozenset(loop.carried)))
             self._hand_on()
+        self.breaks = breaks
+        """(the site of the branch inside the step, the side that breaks), where known."""
+        if breaks is not None:  # a step may break out: the flag the loop's condition reads
+            torch.zeros((), dtype=torch.bool, device=tensor.device)
+            loop.done.append(anchor())
         self.counter = torch.zeros((), dtype=torch.long, device=tensor.device)
         loop.counter.append(anchor())
         self.taken = 0
@@ -203,12 +239,38 @@ class DataLoop:
     def __del__(self) -> None:
         # Python drops a for statement's iterator where the loop ends: before its end, the
         # loop was left (a break, a return, an exception)
-        if not self.loop.finished:
-            self.loop.left = True
+        loop = self.loop
+        if loop.finished or loop.exited:
+            return
+        asked = loop.asked
+        if asked is None or asked[0] != self.taken or self.frame is None or not leaves_by_break(self.frame):
+            loop.left = True
+            return
+        try:
+            self._exit(asked[1], asked[2])
+        except TraceError as error:  # a __del__ cannot raise: the run raises it when it ends
+            loop.exit_error = error
+        except Exception as error:  # noqa: BLE001
+            loop.exit_error = loop_refusal(loop, f"its step's break could not be followed ({type(error).__name__}: {error})")
+
+    def _exit(self, site: Any, value: bool) -> None:
+        """A ``break`` on the side ``value`` of the branch at ``site`` inside the step: the
+        step's values as it left them are what forward after the loop reads, and it sets the
+        loop's flag.  Where the loop is not known to break there: the runs start over."""
+        if self.breaks != (site, value):
+            raise BreakFound(self.loop, site, value)
+        self.states.append(snapshot(self.frames, frozenset(self.loop.carried)))
+        self._find_rebound()
+        self._hand_on()
+        torch.ones((), dtype=torch.bool, device=self.tensor.device)
+        self.loop.done.append(self._anchor())
+        self.loop.exit_mark = self._anchor()
+        self.loop.exited = True
+        self._leave()
 
     def _leave(self) -> None:
-        """After the last step: what the steps changed is carried, unbound or refused, and each
-        carried number is bound to what the last step left."""
+        """After the last step, or a step's break: what the steps changed is carried, unbound
+        or refused, and each carried number is bound to what the step left."""
         if self.rebound:
             k, name, attribute = self.rebound[0]
             what = f"`{name}.{attribute}`" if attribute else f"`{name}`"
@@ -354,14 +416,18 @@ def _written_at(change: Change, frames: list, loop: Loop) -> str:
 
 class LoopCondition:
     """``while_loop``'s condition: the counter (carried value ``counter``) is below the
-    length of the tensor looped over (operand ``tensor``)."""
+    length of the tensor looped over (operand ``tensor``), and, for a loop a step may break
+    out of, its flag (carried value ``done``) is not set."""
 
-    def __init__(self, counter: int, tensor: int) -> None:
-        self.counter, self.tensor = counter, tensor
+    def __init__(self, counter: int, tensor: int, done: int | None = None) -> None:
+        self.counter, self.tensor, self.done = counter, tensor, done
         self.__name__ = "loop_condition"
 
     def __call__(self, *operands: Any) -> torch.Tensor:
-        return operands[self.counter] < operands[self.tensor].shape[0]
+        going = operands[self.counter] < operands[self.tensor].shape[0]
+        if self.done is None:
+            return going
+        return torch.logical_and(going, torch.logical_not(operands[self.done]))
 
 
 class LoopBody:
@@ -425,6 +491,12 @@ def while_loop(condition: LoopCondition, body: LoopBody, carried: tuple, additio
         raise TraceError(bound.message, category=Category.BRANCH_CAPTURE, location=bound.location)
     values = tuple(carried)
     for step in range(bound.steps):
+        if condition.done is not None:  # a step may break out: each step asks the condition
+            if isinstance(length, int) and length <= step:
+                break
+            going = condition(*values, *additional)
+            values = tuple(torch.ops.higher_order.cond(going, body, _Stay(len(values)), (*values, *additional)))
+            continue
         going = length > step
         if not isinstance(going, torch.SymBool):  # a length the trace knows: nothing to decide
             if not going:
@@ -477,7 +549,7 @@ def after_loops_differ(run: Any, witness: Any) -> tuple[Loop, str] | None:
 def stopped_early(run: Any, loops: list[Loop]) -> tuple[Loop, str] | None:
     """The first of a witness run's ``loops`` that stopped before its items ran out, as
     ``run``'s loop at the same site, and why; None where every one went to its end."""
-    stopped = next((loop for loop in loops if not loop.finished), None)
+    stopped = next((loop for loop in loops if not loop.finished and not loop.exited), None)
     if stopped is None:
         return None
     mine = next((loop for loop in run.loops if loop.site == stopped.site), stopped)
@@ -497,7 +569,7 @@ def _outside_loops(run: Any) -> list[torch.fx.Node]:
     """``run``'s nodes outside its loops' steps, in order."""
     inside: set[int] = set()
     for loop in run.loops:
-        marks = [run.index[m] for m in loop.counter if m in run.index]
+        marks = [run.index[m] for m in (*loop.counter, loop.exit_mark) if m in run.index]
         if marks:
             inside.update(range(marks[0] + 1, marks[-1] + 1))
     return [n for i, n in enumerate(run.nodes) if i not in inside]

@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["Meeting", "meeting"]
+__all__ = ["Meeting", "leaves_by_break", "meeting"]
 
 
 @attrs.define(eq=False)
@@ -78,6 +78,15 @@ def meeting(frame: FrameType) -> Meeting | None:
     if "continue" in jumps:  # at the loop's next step
         return _meeting(frame, loops[0].body[0].lineno, loops[0].body[-1].end_lineno, frame.f_lasti, loops)
     return _meeting(frame, statement.lineno, statement.end_lineno, frame.f_lasti, loops)
+
+
+def leaves_by_break(frame: FrameType) -> bool:
+    """Whether ``frame`` is at a ``break`` statement (Python drops a ``for`` loop's iterator
+    there, before it jumps past the loop)."""
+    code = frame.f_code
+    tree, _ = _parsed(code.co_filename)
+    position = _position(code, frame.f_lasti) if tree is not None else None
+    return position is not None and isinstance(_innermost(tree, position), ast.Break)
 
 
 def _meeting(frame: FrameType, first: int, last: int, after: int | None, loops: list[ast.AST]) -> Meeting:

@@ -857,17 +857,3 @@ def test_a_branch_inside_a_bounded_loop_matches_eager():
         torch.testing.assert_close(program.module()(*args), model(*args))
 
 
-class BreaksOnAValue(nn.Module):
-    def forward(self, x):
-        total = x.new_zeros(())
-        for value in x[x > 0]:  # line-marker: breaks
-            if value > 0.5:
-                break
-            total = total + value
-        return total
-
-
-def test_a_break_on_a_value_inside_the_loop_is_refused_at_the_loop():
-    with pytest.raises(exporter.ExportError, match="it is left before its end") as refused:
-        exporter.export(BreaksOnAValue(), _STEPS[3])
-    assert refused.value.location == _line("breaks")
