@@ -74,6 +74,9 @@ class BranchLoop:
     bounded: int | None = None
     """With ``max_iterations``: the loop is that many conds in a row, and the program asserts
     that the data asks for no more steps; None: a ``torch.while_loop``."""
+    breaks: str | None = None
+    """``file.py:LINE`` of the branch inside a step on one side of which the step breaks out
+    (a flag the loop carries ends it); None where every step goes on."""
 
     def to_json(self) -> dict:
         """The loop as the JSON report writes it."""
@@ -83,7 +86,8 @@ class BranchLoop:
         where = f" at {self.location}" if self.location else ""
         code = f": `{self.code}`" if self.code else ""
         form = "torch.while_loop" if self.bounded is None else f"{self.bounded} torch.cond step(s) (max_iterations)"
-        return f"loop{where}{code}\n    as {form}, carrying {self.carried} value(s)"
+        breaks = f"\n    a step breaks out at {self.breaks}" if self.breaks else ""
+        return f"loop{where}{code}\n    as {form}, carrying {self.carried} value(s){breaks}"
 
 
 @attrs.frozen

@@ -561,8 +561,9 @@ def _report(joiner: Joiner, base: Run, runs: dict[frozenset, Run]) -> BranchRepo
             len(decision.uses), regions, tuple(site.location or "?" for site in context),
         )
     loops: dict[Any, BranchLoop] = {}
-    for loop, carried in joiner.loops:
+    for loop, carried, breaks in joiner.loops:
         loops.setdefault(
-            loop.site, BranchLoop(loop.site.location, loop.code, _strip(loop.site.module), carried, joiner.max_iterations)
+            loop.site,
+            BranchLoop(loop.site.location, loop.code, _strip(loop.site.module), carried, joiner.max_iterations, breaks),
         )
     return BranchReport(tuple(entries.values()), len(runs), loops=tuple(loops.values()))

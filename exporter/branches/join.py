@@ -248,8 +248,9 @@ class Joiner:
         self.decisions: list[tuple[Decision, dict[Site, bool], int]] = []
         """Every decision joined: the decision, the decisions fixed around it, its regions."""
         self._loops: dict[int, dict[int, tuple[Loop, Iterations]]] = {}
-        self.loops: list[tuple[Loop, int]] = []
-        """Every loop over a data-sized tensor joined as a while_loop, with how many values it carries."""
+        self.loops: list[tuple[Loop, int, str | None]] = []
+        """Every loop over a data-sized tensor joined as a while_loop, with how many values it
+        carries and where a step may break out of it."""
         self._worlds: dict[int, tuple[tuple[dict, int, Site, dict], ...]] = {}
         """Run -> for each special run whose values a general run's nodes that forward goes on
         with must hold: the run's symbols in its values, from which node on, the decision
@@ -396,7 +397,8 @@ class Joiner:
                 self._redirect.setdefault((id(run), key), {})[read] = items[x]
         elif other is not None:
             self._read_after(run, it, other, items)
-        self.loops.append((loop, len(carried)))
+        breaks = other.decision.site.location if isinstance(other, _BreakStep) else None
+        self.loops.append((loop, len(carried), breaks))
 
     def _other_step(self, run: Run, loop: Loop, it: Iterations, decision: Decision) -> _OtherStep | _BreakStep:
         """The run that takes ``decision``, a branch inside each step of ``loop``, the other

@@ -27,11 +27,20 @@ step asks the same question, one decision taken the same way in every step of a 
 the join makes it a cond in the body whose sides run to the end of the step
 (``Joiner._step_cond``).
 
+One side of that branch may ``break``.  Python drops the iterator there (``DataLoop.__del__``
+sees the ``break`` statement): the step hands on its values as they are at the break, sets
+the loop's flag (a bool carried with the counter, which the loop's condition reads) and
+binds the carried numbers for forward after the loop.  The first run to break learns which
+side breaks (``BreakFound``: the runs start over); from then on a run goes on unless its
+schedule asks for the break, and the run that does goes on at its first step and breaks at
+its second, so that the join can tell what the break reads (``Joiner._break_step``).
+
 What cannot be one loop is refused naming the line: iterations that compute different
 things, a value of one iteration read after the loop (items collected into a list), a loop
-left early, a second branch in a step or one on a value from before the loop, a loop inside
-such a loop, a loop Python does not run itself over the tensor (``enumerate``, ``zip``,
-``islice``, a comprehension), whose own count no frame shows."""
+left by a ``return`` or by a ``break`` not under the step's branch, a second branch in a
+step or one on a value from before the loop, a loop inside such a loop, a loop Python does
+not run itself over the tensor (``enumerate``, ``zip``, ``islice``, a comprehension), whose
+own count no frame shows."""
 
 from __future__ import annotations
 
@@ -46,7 +55,7 @@ import torch.utils._pytree as pytree
 
 from .._errors import Category, TraceError
 from .._torch_internals import asserts_kept_inside, check_value
-from .meeting import leaves_by_break
+from .meeting import has_else, leaves_by_break
 from .state import MISSING, Change, Kind, assigned_at, changes, kind_of, scope, set_local, snapshot, tensors_held, unbind_local
 
 __all__ = ["WITNESS_STEPS", "BreakFound", "Bound", "CarryNeeded", "DataLoop", "Loop", "after_loops_differ", "LoopBody", "LoopCondition", "LoopRefused", "loop_refusal", "operands_shape_env", "same_constant", "same_op", "stopped_early", "while_loop"]
@@ -172,6 +181,7 @@ class DataLoop:
             self._hand_on()
         self.breaks = breaks
         """(the site of the branch inside the step, the side that breaks), where known."""
+        self.has_else = frame is not None and has_else(frame)
         if breaks is not None:  # a step may break out: the flag the loop's condition reads
             torch.zeros((), dtype=torch.bool, device=tensor.device)
             loop.done.append(anchor())
@@ -257,6 +267,13 @@ class DataLoop:
         """A ``break`` on the side ``value`` of the branch at ``site`` inside the step: the
         step's values as it left them are what forward after the loop reads, and it sets the
         loop's flag.  Where the loop is not known to break there: the runs start over."""
+        if self.has_else:
+            raise loop_refusal(
+                self.loop, "a step may break out of it, and it has an `else:` block (or its source cannot be read), "
+                "which runs only where no step breaks: forward after a break and after the last step would differ "
+                "where no graph shows it", hint="set a flag before the break (`found = True`) and test it after the "
+                "loop instead of the `else:`",
+            )
         if self.breaks != (site, value):
             raise BreakFound(self.loop, site, value)
         self.states.append(snapshot(self.frames, frozenset(self.loop.carried)))

@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["Meeting", "leaves_by_break", "meeting"]
+__all__ = ["Meeting", "has_else", "leaves_by_break", "meeting"]
 
 
 @attrs.define(eq=False)
@@ -87,6 +87,16 @@ def leaves_by_break(frame: FrameType) -> bool:
     tree, _ = _parsed(code.co_filename)
     position = _position(code, frame.f_lasti) if tree is not None else None
     return position is not None and isinstance(_innermost(tree, position), ast.Break)
+
+
+def has_else(frame: FrameType) -> bool:
+    """Whether the ``for`` statement ``frame`` is at has an ``else:`` block (which runs only
+    where the loop ends without a ``break``); True where the source is not to be had."""
+    code = frame.f_code
+    tree, _ = _parsed(code.co_filename)
+    position = _position(code, frame.f_lasti) if tree is not None else None
+    statement = _innermost(tree, position) if position is not None else None
+    return not isinstance(statement, (ast.For, ast.AsyncFor)) or bool(statement.orelse)
 
 
 def _meeting(frame: FrameType, first: int, last: int, after: int | None, loops: list[ast.AST]) -> Meeting:

@@ -300,12 +300,12 @@ def _branches(report) -> str:
                          + _table(["#", "where", "predicate", "uses", "conds"], rows, numeric=(3, 4)))
         loops = [
             [str(i), f"<span class='mono'>{_e(loop.location or '?')}</span>" + (f"<pre class='mono'>{_e(loop.code)}</pre>" if loop.code else ""),
-             str(loop.carried)]
+             str(loop.carried), f"<span class='mono'>{_e(loop.breaks or '')}</span>"]
             for i, loop in enumerate(branches.loops, 1)
         ]
         if loops:
             parts.append(f"<h2>Loops over data-sized tensors: {len(loops)}, captured as torch.while_loop</h2>"
-                         + _table(["#", "where", "carried values"], loops, numeric=(2,)))
+                         + _table(["#", "where", "carried values", "a step breaks out at"], loops, numeric=(2,)))
     notes = getattr(report, "notes", ())
     if notes:
         parts.append("<h2>Notes</h2>" + "".join(

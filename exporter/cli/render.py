@@ -426,8 +426,12 @@ def render_branches(branches: BranchReport, console: Console) -> None:
         loops.add_column("#", justify="right")
         loops.add_column("where")
         loops.add_column("carried", justify="right")
+        breaking = any(loop.breaks for loop in branches.loops)
+        if breaking:
+            loops.add_column("breaks out at")
         for i, loop in enumerate(branches.loops, 1):
-            loops.add_row(str(i), _line_and_code(loop.location, loop.code), str(loop.carried))
+            row = [str(i), _line_and_code(loop.location, loop.code), str(loop.carried)]
+            loops.add_row(*row, *([loop.breaks or ""] if breaking else []))
         console.print(_titled(f"{len(branches.loops)} loop(s) over data-sized tensors, captured as torch.while_loop", loops))
 
 

@@ -27,7 +27,7 @@ class StopsAtTheFirstLarge(nn.Module):
         total = x.new_zeros(())
         for value in x[x > 0]:
             total = total + value
-            if value > 0.5:
+            if value > 0.5:  # line-marker: breaks here
                 break
             total = total * 0.5
         return total * 3
@@ -228,9 +228,26 @@ class BreaksWithTheStepBefore(nn.Module):
         return total
 
 
+class BreaksOrElse(nn.Module):
+    """``for ... else``: the else block runs only where no step breaks."""
+
+    def forward(self, x):
+        total, scale = x.new_zeros(()), 3.0
+        for value in x[x > 0]:  # line-marker: else
+            if value > 0.5:
+                break
+            total = total + value
+        else:
+            scale = 2.0
+        if total > 0.25:
+            return total
+        return total * scale
+
+
 @pytest.mark.parametrize(
     "model, marker, match",
     [
+        (BreaksOrElse(), "else", "it has an `else:` block"),
         (BreaksWithTheSumBeforeTheLoop(), "before the loop", "reads a value from before the loop that the steps replace"),
         (BreaksWithTheStepBefore(), "step before", "reads a value of the step before that no step hands on"),
         (ReturnsFromInsideTheLoop(), "returns", "it is left before its end"),
@@ -242,3 +259,21 @@ def test_what_leaves_a_loop_otherwise_is_refused_at_the_loop(model, marker, matc
     with pytest.raises(exporter.ExportError, match=match) as refused:
         exporter.export(model, _BREAKS[2])
     assert refused.value.location == marked_line(HERE, marker)
+
+
+def test_the_report_names_the_branch_whose_side_breaks():
+    report = exporter.export(StopsAtTheFirstLarge(), _BREAKS[2]).branch_report
+    (loop,) = report.loops
+    assert loop.breaks == marked_line(HERE, "breaks here")
+    assert loop.to_json()["breaks"] == loop.breaks
+    assert f"a step breaks out at {loop.breaks}" in str(loop)
+    # a loop whose steps only go on says nothing of it
+    plain = exporter.export(BreaksThenLoopsAgain(), CASES["then another loop"][1][2]).branch_report.loops
+    assert [bool(loop.breaks) for loop in plain] == [True, False]
+
+
+def test_a_break_in_a_loop_over_a_dynamic_input_matches_eager_on_other_lengths():
+    model = CountsAndFlags()
+    program = exporter.export(model, _BREAKS[2], dynamic_shapes={"x": {0: torch.export.Dim("n", min=2)}})
+    inputs = [*_BREAKS, *_values([0.1, 0.2], [0.7, -1.0], [0.1] * 9 + [0.8], [0.1] * 12)]
+    matches_eager(program, model, inputs, rtol=1e-5, atol=1e-6)

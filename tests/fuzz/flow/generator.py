@@ -9,7 +9,7 @@ floats, ``labels`` eight class ids, -1 for none) mixes
 - Python state read after them: counters, flags, floats, lists appended then measured or
   stacked, an attribute of the module, a value kept from the last step;
 - exits inside loops: ``break``, ``continue`` and ``return``, on a Python count or a
-  tensor's value; early returns from ``forward``;
+  tensor's value, ``for ... else``; early returns from ``forward``;
 - loops of fixed length (``for k in range(3):``) whose steps branch on values, ``continue``
   or ``break`` on one, and change Python numbers on one side only;
 - input checks stored in a flag and raised later; helper functions whose loops run in a
@@ -232,7 +232,7 @@ def _loop_header(r: random.Random, var: str = "c") -> tuple[str, str]:
 _STEP_KINDS = {
     # kind: (weight in forward, weight in a helper)
     "acc": (6, 6), "h": (3, 0), "count": (4, 3), "flag": (3, 0), "float": (2, 0), "float item": (1, 0),
-    "append": (2, 0), "attribute": (1, 0), "last": (1, 0), "break count": (2, 2), "break value": (1, 1),
+    "append": (2, 0), "attribute": (1, 0), "last": (1, 0), "break count": (2, 2), "break value": (3, 2),
     "continue value": (2, 2), "return": (1, 0), "branch inside": (1, 1), "branch one side": (2, 1),
     "rebind": (1, 0), "loop inside": (1, 1),
 }
@@ -266,8 +266,13 @@ def _step_statement(r: random.Random, reads: str, depth: int, helper: bool = Fal
         return Stmt("last = c", tag="last item")
     if kind == "break count":
         return Stmt(f"if n0 >= {r.randint(1, 3)}:", [Stmt("break")], tag="break")
-    if kind == "break value":
-        return Stmt(f"if {pick}.sum() > {_f(a + 0.5)}:", [Stmt("break")], tag="break on value")
+    if kind == "break value":  # after changing a value or a number, or on the else side
+        before = r.choice([[], [], [Stmt(f"acc = acc + {pick}.sum() * 2")], [Stmt("n0 += 1")]]
+                          + ([[Stmt("b0 = True")], [Stmt("h = h * 0.5")]] if not helper else []))
+        if r.random() < 0.3:
+            return Stmt(f"if {pick}.sum() <= {_f(a + 0.5)}:", [Stmt("acc = acc + 0.25")], [*before, Stmt("break")],
+                        tag="break on value")
+        return Stmt(f"if {pick}.sum() > {_f(a + 0.5)}:", [*before, Stmt("break")], tag="break on value")
     if kind == "continue value":
         return Stmt(f"if {pick}.sum() < {a}:", [Stmt("continue")], tag="continue")
     if kind == "return":
@@ -333,6 +338,9 @@ def _statement(r: random.Random, depth: int, helpers: list[Helper]) -> Stmt:
     if kind == "loop":
         header, reads = _loop_header(r)
         body = [_step_statement(r, reads, depth + 1) for _ in range(r.randint(1, 3))]
+        if r.random() < 0.15:  # ``for ... else``: runs only where no step breaks
+            orelse = [Stmt(r.choice(["n1 = n1 + 5", "f0 = 2.0", "h = h * 0.5"]), tag="loop else")]
+            return Stmt(header, body, orelse, tag="loop")
         return Stmt(header, body, tag="loop")
     if kind == "stored check":
         return Stmt(f"bad = bad or bool((x < {_f(-abs(a) - 1.15)}).any())", tag="stored check")  # the example holds -1.1
