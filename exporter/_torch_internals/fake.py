@@ -46,6 +46,7 @@ __all__ = [
     "functional_mode",
     "functional_state",
     "FunctionalTensor",
+    "functional_inner",
     "FunctionalTensorMode",
     "on_real_value_decision",
     "outside_modes",
@@ -86,6 +87,14 @@ def functional_mode() -> FunctionalTensorMode:
 def effect_tokens(mode: FunctionalTensorMode) -> list[Any]:
     """The side-effectful ops ``mode`` met, which would need effect tokens."""
     return list(mode._tokens)
+
+
+def functional_inner(value: torch.Tensor) -> torch.Tensor:
+    """The tensor a functional tensor holds now, its pending view updates not applied (so no
+    op is traced); any other tensor as it is."""
+    if isinstance(value, FunctionalTensor):
+        return torch._from_functional_tensor(value.elem)
+    return value
 
 
 def unwrap_functional(value: FunctionalTensor) -> torch.Tensor:

@@ -22,7 +22,7 @@ import torch.utils._pytree as pytree
 from .decide import Decision
 from .general import Adjust, Generality, bound_alike, facts, is_copy, is_number, is_size, is_view, same_number, same_view, unify
 from .loops import same_constant, same_op
-from .state import Expr
+from .state import Expr, refs
 
 __all__ = ["Region", "Run", "align"]
 
@@ -297,11 +297,20 @@ def _same_node(c: _Comparison, a: torch.fx.Node, b: torch.fx.Node) -> bool:
     gen = c.generality
     # compared alike, before the values (their comparison makes slots); compared as general
     # and special, after them: the node's sizes tell what the general run's symbols are
-    if gen is None and _states_differ(c.a.state_at.get(a, ()), c.b.state_at.get(b, ())):
+    ours, theirs = c.a.state_at.get(a, ()), c.b.state_at.get(b, ())
+    if gen is None and _states_differ(ours, theirs):
         return False
     if not _same_values(c, a, b):
         return False
-    return gen is None or not _states_differ(c.a.state_at.get(a, ()), c.b.state_at.get(b, ()), gen)
+    if gen is not None and _states_differ(ours, theirs, gen):
+        return False
+    # the tensors forward's frames hold where the runs ask next are read there, as a node
+    # reads its inputs: a value a region rebinds that no traced side reads after it may be
+    # read by a side of a later decision that neither run took
+    # (the nodes compared now among them, which agree once this returns)
+    return all(
+        (x is a and y is b) or c.pair(x, y) for state_a, state_b in zip(ours, theirs) for x, y in refs(state_a, state_b)
+    )
 
 
 def _same_values(c: _Comparison, a: torch.fx.Node, b: torch.fx.Node) -> bool:

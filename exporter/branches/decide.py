@@ -32,9 +32,11 @@ from .._torch_internals import (
     check_at_run_time,
     current_module_stack,
     free_unbacked_symbols,
+    functional_inner,
     is_condition,
     traced_graph,
 )
+from ..trace.active import traced_node
 from ..trace.stacks import UserCalls, is_extent
 from ..trace.write_watch import writes
 from .loops import DataLoop, Loop, loop_refusal
@@ -486,7 +488,7 @@ class Decider:
         side no run of theirs took, so the earlier decision's region must hold this one."""
         user, _ = _user_frame(frame)
         if user is not None:
-            self.states.append((anchor, snapshot(scope(user), exprs=False)))
+            self.states.append((anchor, snapshot(scope(user), exprs=False, nodes=_held_node)))
 
     def prefix(self, length: int | None = None) -> tuple[tuple[Site, bool], ...]:
         """The sites and values of the run's first ``length`` decisions and checks (all of them
@@ -526,6 +528,14 @@ class Decider:
                     continue
             bound[symbol] = node
         return (expr.xreplace(replace) if replace else expr), bound
+
+
+def _held_node(tensor: torch.Tensor) -> torch.fx.Node | None:
+    """The node of the run's graph that holds ``tensor`` now, where the trace saw it."""
+    try:
+        return traced_node(functional_inner(tensor))
+    except Exception:  # noqa: BLE001 - a tensor the trace cannot place (a real one, a subclass)
+        return None
 
 
 def _value_key(node: Any, depth: int = 8) -> Any:

@@ -28,10 +28,12 @@ __all__ = [
     "Change",
     "Expr",
     "Kind",
+    "Ref",
     "State",
     "assigned_at",
     "changes",
     "iterated_by_for",
+    "refs",
     "scope",
     "set_local",
     "snapshot",
@@ -196,6 +198,35 @@ def _plain(value: Any) -> Any:
 
 
 @attrs.frozen(eq=False)
+class Ref:
+    """A tensor in a fingerprint, with the node of the run's graph that holds it (None where
+    the trace has none): equal to every other, like ``Expr``, but there for a comparison that
+    knows which node of one run stands for which of the other (``align``)."""
+
+    node: Any
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Ref)
+
+    def __hash__(self) -> int:
+        return 1
+
+
+def refs(ours: Any, theirs: Any) -> Iterator[tuple[Any, Any]]:
+    """The tensors at the same places of two equal fingerprints (``snapshot`` with
+    ``nodes``), as pairs of their nodes."""
+    if isinstance(ours, Ref) and isinstance(theirs, Ref):
+        yield ours.node, theirs.node
+    elif isinstance(ours, dict) and isinstance(theirs, dict):
+        for key, value in ours.items():
+            if key in theirs:
+                yield from refs(value, theirs[key])
+    elif isinstance(ours, (tuple, list)) and isinstance(theirs, (tuple, list)) and len(ours) == len(theirs):
+        for x, y in zip(ours, theirs):
+            yield from refs(x, y)
+
+
+@attrs.frozen(eq=False)
 class Expr:
     """A symbolic number's expression in a fingerprint that counts it as one of its kind:
     equal to every other (two runs' symbols are their own), but there for a comparison that
@@ -217,7 +248,9 @@ def _symbolic(value: Any, exprs: bool = True) -> Any:
     return ("symbolic", type(value).__name__, str(value.node.expr) if exprs else Expr(value.node.expr))
 
 
-def snapshot(frames: list[types.FrameType], skip: frozenset[str] = frozenset(), exprs: bool = True) -> State:
+def snapshot(
+    frames: list[types.FrameType], skip: frozenset[str] = frozenset(), exprs: bool = True, nodes: Any = None
+) -> State:
     """Fingerprint what ``frames`` reach: every local, its module's globals, and the
     attributes and contents of the objects and containers they hold.  A tensor counts as a
     tensor whatever it holds (the graph compares tensors); a function as its code and what
@@ -225,8 +258,10 @@ def snapshot(frames: list[types.FrameType], skip: frozenset[str] = frozenset(), 
     itself.  An object reached twice has one fingerprint, whichever way it was reached.
     ``skip``: locals of the loop's frame left out (carried values, which the caller
     compares).  ``exprs=False``: a symbolic number counts as one of its kind, not by its
-    expression (for comparing two runs, whose symbols are their own)."""
-    walk = _Walk(exprs)
+    expression (for comparing two runs, whose symbols are their own).  ``nodes``: a function
+    giving the graph node of a tensor; each tensor then counts with it (``Ref``), for a
+    comparison of two runs that pairs them (``refs``)."""
+    walk = _Walk(exprs, nodes)
     state: State = {}
     modules: set[int] = set()
     for k, frame in enumerate(frames):
@@ -244,17 +279,18 @@ def snapshot(frames: list[types.FrameType], skip: frozenset[str] = frozenset(), 
 class _Walk:
     """Fingerprints of values, each object's computed once per snapshot."""
 
-    def __init__(self, exprs: bool = True) -> None:
+    def __init__(self, exprs: bool = True, nodes: Any = None) -> None:
         self.memo: dict[int, Any] = {}
         self.keep: list[Any] = []  # alive until the walk ends, so no id is reused within it
         self.count = 0
         self.exprs = exprs
+        self.nodes = nodes
 
     def __call__(self, value: Any, depth: int) -> Any:
         cls = type(value)
         how, slots = _HOW.get(cls) or _how_of(cls)
         if how is _How.TENSOR:
-            return _TENSOR
+            return _TENSOR if self.nodes is None else ("tensor", Ref(self.nodes(value)))
         if how is _How.PLAIN:
             return _plain(value)
         if how is _How.SYMBOLIC:

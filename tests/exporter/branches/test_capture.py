@@ -1234,3 +1234,43 @@ def test_runs_that_start_over_trace_at_most_four_times_the_run_limit(monkeypatch
         exporter.export(starts_over.make_model(), starts_over.EXAMPLE, max_branch_runs=16)
     # the runs of the joins, at most 4 x 16 over every start, and the few before the first join
     assert len(traced) <= 4 * 16 + 4
+
+
+# -- a value a branch rebinds that only a later branch's untraced side reads ---------------
+
+
+class ReadOnAnUntracedSide(nn.Module):
+    """The run that takes every first side never reads ``acc`` after the first branch, nor
+    does the run that takes its other side: only the second branch's other side reads it."""
+
+    def forward(self, x, flag):
+        acc = x.new_zeros(())
+        if x.max() > 1:
+            pass
+        else:
+            acc = acc + x.sum()
+        if flag.any():
+            return x
+        return x + acc
+
+
+class ReadOnAnUntracedSideNested(nn.Module):
+    def forward(self, x, flag):
+        acc = x.new_zeros(())
+        if x.max() > 1:
+            if x.sum() > 0:
+                acc = acc + x.sum()
+        if flag.any():
+            return x
+        return x + acc
+
+
+@pytest.mark.parametrize("make", [ReadOnAnUntracedSide, ReadOnAnUntracedSideNested])
+def test_a_value_only_a_later_branchs_other_side_reads_is_handed_on_by_the_earlier_branch(make):
+    model = make()
+    program = exporter.export(model, (torch.tensor([0.5, 2.0]), torch.tensor([True])))
+    inputs = [
+        (torch.tensor(x), torch.tensor(flag))
+        for x in ([0.5, 2.0], [0.5, 0.25], [-3.0, 2.0]) for flag in ([True], [False])
+    ]
+    matches_eager(program, model, inputs)
