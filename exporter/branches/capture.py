@@ -32,6 +32,7 @@ from .decide import (
     tests_a_selection_for_none,
 )
 from .join import DataLoop, HeldUnkept, Joiner, ModeInside, Retested, Unread, interpreted
+from .lists import ListNeeded
 from .loops import WITNESS_STEPS, BreakFound, CarryNeeded, LoopRefused, after_loops_differ, loop_refusal, same_constant, stopped_early
 
 __all__ = ["BRANCH_MODES", "DEFAULT_MAX_RUNS", "capture"]
@@ -58,6 +59,13 @@ def _learn(error: BaseException, decider: Decider, learned: Learned, max_runs: i
         return False
     learned.restarts += 1
     for cause in causes(error):
+        learned.last = getattr(cause, "site", None) or learned.last
+        if isinstance(cause, ListNeeded):
+            known = learned.lists.setdefault(cause.site, {})
+            if set(cause.shapes) <= set(known):
+                return False
+            known.update(cause.shapes)
+            return True
         if isinstance(cause, BreakFound):
             if cause.site in learned.breaks:  # both sides break
                 return False
@@ -92,6 +100,7 @@ def _hold_after_raise(error: TraceError, decider: Decider, learned: Learned) -> 
             learned.checked.pop(key, None)
             continue
         learned.checked[key] = Pin(not value, raised)
+        learned.last = site
         return True
     return False
 
@@ -157,7 +166,8 @@ def _runner(request: Any, runs: dict[frozenset, Run], max_runs: int, learned: Le
         key = frozenset((site, value) for site, value in schedule.items() if value != learned.default(site))
         if key not in runs:
             if len(runs) >= max_runs or learned.traces >= TRACE_BUDGET * max_runs:
-                raise _TooManyRuns(next((s for s, v in schedule.items() if not v), None))
+                site = next((s for s, v in schedule.items() if v != learned.default(s)), learned.last)
+                raise _TooManyRuns(site)
             learned.traces += 1
             decider = Decider(schedule, limit=max_runs - 1, learned=learned)
             try:

@@ -112,11 +112,17 @@ class Learned:
     carried: dict[Site, tuple[str, ...]] = attrs.field(factory=dict)
     """A loop's site -> the numbers its steps rebind in the loop's own frame, carried from
     step to step as values of the while_loop (``loops.DataLoop``)."""
+    lists: dict[Site, dict[str, Any]] = attrs.field(factory=dict)
+    """A loop's site -> the lists of its frame its steps append to, each name -> what the
+    items are (``lists.ListShape``): each is a buffer and a count the loop carries."""
     breaks: dict[Site, bool] = attrs.field(factory=dict)
     """A branch inside a loop's step -> the side on which the step breaks out of the loop:
     a run takes the other side unless its schedule asks for this one."""
     restarts: int = 0
     """How many times the runs started over to hold something learned."""
+    last: Site | None = None
+    """The site of the last thing learned (the line a refusal at the run limit names where
+    no run of its own is to blame)."""
 
     def default(self, site: Site) -> bool:
         """The side a run takes at ``site`` where its schedule is silent."""
@@ -471,7 +477,8 @@ class Decider:
         carried = self.learned.carried.get(loop.site, ())
         breaks = next(((s, v) for s, v in self.learned.breaks.items() if s.loop == loop.site), None)
         return DataLoop(
-            tensor, loop, lambda: _anchor(traced_graph()), self.steps, frame=frame, carried=carried, breaks=breaks
+            tensor, loop, lambda: _anchor(traced_graph()), self.steps, frame=frame, carried=carried, breaks=breaks,
+            lists=self.learned.lists.get(loop.site),
         )
 
     def _met(self, stack: tuple[str | int, ...], frame: Any) -> tuple[str | int, ...]:

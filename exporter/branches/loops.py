@@ -54,7 +54,8 @@ import torch
 import torch.utils._pytree as pytree
 
 from .._errors import Category, TraceError
-from .._torch_internals import asserts_kept_inside, check_value
+from .._torch_internals import asserts_kept_inside, check_value, free_unbacked_symbols
+from .lists import ListNeeded, ListShape, StepList
 from .meeting import has_else, leaves_by_break
 from .state import MISSING, Change, Kind, assigned_at, changes, kind_of, scope, set_local, snapshot, tensors_held, unbind_local
 
@@ -163,12 +164,21 @@ class DataLoop:
 
     def __init__(
         self, tensor: torch.Tensor, loop: Loop, anchor: Any, steps: int = STEPS, frame: Any = None,
-        carried: tuple[str, ...] = (), breaks: tuple[Any, bool] | None = None,
+        carried: tuple[str, ...] = (), breaks: tuple[Any, bool] | None = None, lists: dict[str, ListShape] | None = None,
     ) -> None:
         self.tensor, self.loop, self._anchor, self.steps = tensor, loop, anchor, steps
         self.frame = frame
         self.frames = scope(frame) if frame is not None else []
         loop.carried = tuple(carried)
+        self.lists: dict[str, StepList] = {}
+        """The lists the steps append to, each a buffer and a count (``lists.py``)."""
+        for name, shape in (lists or {}).items():
+            value = frame.f_locals.get(name, MISSING) if frame is not None else MISSING
+            if type(value) is not list or value:
+                raise loop_refusal(loop, f"its steps append to `{name}`, which is {_described_list(value)} before the "
+                                   "loop where another run found an empty list", _HINT_STATE)
+            self.lists[name] = StepList(name, loop, tensor.shape[0], shape)
+            set_local(frame, name, self.lists[name])
         self.states: list[dict] = []
         self.kinds: dict[str, Kind] = {}
         self.values: list[list[torch.Tensor]] = []
@@ -229,6 +239,32 @@ class DataLoop:
             marks.append(self._anchor())
         self.values.append(tensors)
         self.loop.state.append(marks)
+
+    def _grown_list(self, change: Change) -> ListShape | None:
+        """What the items are of a list of the loop's frame that was empty before the loop and
+        that each step grew by at most one tensor, all of one size, dtype and device, sizes
+        the loop does not decide; None for any other change."""
+        if change.before != ("object", "list", 0):
+            return None
+        lengths = [a[2] if isinstance(a, tuple) and a[:2] == ("object", "list") else None for a in change.after]
+        if None in lengths or any(not 0 <= b - a <= 1 for a, b in zip([0, *lengths], lengths)):
+            return None
+        value = self.frame.f_locals.get(change.local)
+        if type(value) is not list or not value or len(value) != lengths[-1]:
+            return None
+        if not all(isinstance(v, torch.Tensor) for v in value):
+            return None
+        first = value[0]
+        sizes = tuple(first.shape)
+        if any(v.dtype != first.dtype or v.device != first.device or tuple(map(str, v.shape)) != tuple(map(str, sizes))
+               for v in value):
+            return None
+        env = getattr(getattr(self.tensor, "fake_mode", None), "shape_env", None)
+        before = set(list(env.var_to_range)[: self.loop.symbols_before]) if env is not None else set()
+        for size in sizes:
+            if isinstance(size, torch.SymInt) and not size.node.expr.free_symbols <= before:
+                return None
+        return sizes, first.dtype, first.device
 
     def _find_rebound(self) -> None:
         """Note each place whose tensor the step replaced by one that existed before the loop
@@ -297,10 +333,15 @@ class DataLoop:
             )
         found = changes(self.states)
         needed, unbound, refused = [], [], []
+        grown: dict[str, ListShape] = {}
         for change in found:
             name = change.local
             if name is None:
                 refused.append(change)
+                continue
+            shape = self._grown_list(change)
+            if shape is not None:
+                grown[name] = shape
                 continue
             kinds = {_fingerprint_kind(v) for v in (change.before, *change.after)}
             if change.before != MISSING and len(kinds) == 1 and None not in kinds:
@@ -311,10 +352,15 @@ class DataLoop:
                 unbound.append(change)
         if refused:
             raise loop_refusal(self.loop, _refused_change(refused[0], self.frames, self.loop), _HINT_STATE)
+        if grown:
+            raise ListNeeded(self.loop, grown)
         if needed:
             raise CarryNeeded(self.loop, tuple(needed))
         for name, tensor in zip(self.loop.carried, self.values[-1]):
             set_local(self.frame, name, _as_number(tensor, self.kinds[name]))
+        for name, built in self.lists.items():
+            if self.frame.f_locals.get(name) is built:
+                set_local(self.frame, name, built.filled())
         for change in unbound:
             name = change.local
             if not unbind_local(self.frame, name):
@@ -324,8 +370,20 @@ class DataLoop:
         self.frames = []
 
 
+def _described_list(value: Any) -> str:
+    if value is MISSING:
+        return "not yet set"
+    return f"a list of {len(value)}" if type(value) is list else f"a {type(value).__name__}"
+
+
 def _unbound_hint(change: Change) -> str:
     """What to write instead of a local that a loop rebinds and that cannot go round it."""
+    if all(isinstance(v, tuple) and v[:2] == ("object", "list") for v in (change.before, *change.after)):
+        return (
+            "start it empty before the loop, append at most one tensor of one size a step, and read it after the "
+            "loop with torch.stack, torch.cat, len() or a truth test, which the program carries as a buffer and a "
+            "count; or export with branches='draft' to follow the example's count"
+        )
     kinds = [_fingerprint_kind(v) for v in (change.before, *change.after)]
     if None not in kinds and len(set(kinds)) > 1:
         ends = kinds[-1].name.lower()
@@ -458,7 +516,21 @@ class LoopBody:
 
     def __call__(self, *operands: Any) -> tuple[Any, ...]:
         with asserts_kept_inside(operands_shape_env(operands)):
-            return tuple(torch.fx.Interpreter(self.gm).run(*(operands[k] for k in self.order)))
+            outputs = tuple(torch.fx.Interpreter(self.gm).run(*(operands[k] for k in self.order)))
+            for before, after in zip(operands, outputs):
+                _same_sizes_as(after, before)
+            return outputs
+
+
+def _same_sizes_as(after: Any, before: Any) -> None:
+    """Tell the ShapeEnv that a value a step hands on has its carried sizes: a cond in the
+    step gives each result a size the data decides a symbol of its own, even where both
+    sides keep the size they were given (a list's buffer, one row a step)."""
+    if not (isinstance(after, torch.Tensor) and isinstance(before, torch.Tensor)) or after.dim() != before.dim():
+        return
+    for x, y in zip(after.shape, before.shape):
+        if isinstance(x, torch.SymInt) and str(x) != str(y) and free_unbacked_symbols(x):
+            torch._check(x == y)
 
 
 def operands_shape_env(operands: Any) -> Any:

@@ -160,6 +160,8 @@ def _how_of(cls: type) -> tuple[_How, tuple[str, ...]]:
         how = _How.SYMBOLIC
     elif issubclass(cls, sympy.Basic):
         how = _How.SYMPY  # immutable: its expression
+    elif "__fingerprinted__" in dir(cls):  # an object of exporter's that says what of it counts
+        how, slots = _How.OBJECT, tuple(cls.__fingerprinted__)
     elif (getattr(cls, "__module__", "") or "").startswith(_MACHINERY):
         how = _How.IDENTITY
     elif issubclass(cls, _PLAIN):

@@ -62,6 +62,8 @@ from .python_ops import (
     builtin_len,
     builtin_max,
     builtin_min,
+    list_cat,
+    list_stack,
     power,
     tensor_factory,
     tensor_getitem,
@@ -562,6 +564,10 @@ _PYTHON_REPLACEMENTS = (
     (torch.Tensor, "__setitem__", tensor_setitem),
     (torch.Tensor, "__iter__", tensor_iter),
     (torch, "tensor", tensor_factory),
+    (torch, "stack", list_stack),
+    (torch, "cat", list_cat),
+    (torch, "concat", list_cat),
+    (torch, "concatenate", list_cat),
 )
 
 

@@ -22,6 +22,8 @@ __all__ = [
     "builtin_max",
     "builtin_min",
     "int_shadows_safely",
+    "list_cat",
+    "list_stack",
     "power",
     "tensor_factory",
     "tensor_getitem",
@@ -261,6 +263,9 @@ def builtin_len(real):
     for the traces of a forward that needed it (``tracer.run``)."""
 
     def length(obj, /):
+        sized = getattr(type(obj), "__data_sized_len__", None)  # a list a captured loop built
+        if sized is not None:
+            return sized(obj)
         if isinstance(obj, torch.Tensor) and obj.dim() > 0:
             size = obj.shape[0]
             if isinstance(size, torch.SymInt) and free_unbacked_symbols(size):
@@ -268,6 +273,34 @@ def builtin_len(real):
         return real(obj)
 
     return length
+
+
+def list_stack(real):
+    """``torch.stack`` that hands a list a captured loop built (``branches/lists.py``) to the
+    list, which stacks its buffer's filled part; anything else is ``real``'s."""
+
+    def stack(*args, **kwargs):
+        tensors = args[0] if args else kwargs.get("tensors")
+        own = getattr(type(tensors), "__torch_stack__", None)
+        if own is not None:
+            return own(tensors, *args[1:], **{k: v for k, v in kwargs.items() if k != "tensors"})
+        return real(*args, **kwargs)
+
+    return stack
+
+
+def list_cat(real):
+    """``torch.cat`` (and ``concat``, ``concatenate``) as ``list_stack`` is ``torch.stack``."""
+
+    def cat(*args, **kwargs):
+        tensors = args[0] if args else kwargs.get("tensors")
+        own = getattr(type(tensors), "__torch_cat__", None)
+        if own is not None:
+            rest = {("dim" if k == "axis" else k): v for k, v in kwargs.items() if k != "tensors"}
+            return own(tensors, *args[1:], **rest)
+        return real(*args, **kwargs)
+
+    return cat
 
 
 def tensor_iter(real):
