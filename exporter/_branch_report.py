@@ -77,6 +77,8 @@ class BranchLoop:
     breaks: str | None = None
     """``file.py:LINE`` of the branch inside a step on one side of which the step breaks out
     (a flag the loop carries ends it); None where every step goes on."""
+    lists: tuple[str, ...] = ()
+    """The lists the steps append to, each carried as a buffer and a count."""
 
     def to_json(self) -> dict:
         """The loop as the JSON report writes it."""
@@ -87,7 +89,8 @@ class BranchLoop:
         code = f": `{self.code}`" if self.code else ""
         form = "torch.while_loop" if self.bounded is None else f"{self.bounded} torch.cond step(s) (max_iterations)"
         breaks = f"\n    a step breaks out at {self.breaks}" if self.breaks else ""
-        return f"loop{where}{code}\n    as {form}, carrying {self.carried} value(s){breaks}"
+        lists = f"\n    builds {', '.join(f'`{n}`' for n in self.lists)} as a buffer and a count" if self.lists else ""
+        return f"loop{where}{code}\n    as {form}, carrying {self.carried} value(s){breaks}{lists}"
 
 
 @attrs.frozen

@@ -574,6 +574,8 @@ def _report(joiner: Joiner, base: Run, runs: dict[frozenset, Run]) -> BranchRepo
     for loop, carried, breaks in joiner.loops:
         loops.setdefault(
             loop.site,
-            BranchLoop(loop.site.location, loop.code, _strip(loop.site.module), carried, joiner.max_iterations, breaks),
+            BranchLoop(
+                loop.site.location, loop.code, _strip(loop.site.module), carried, joiner.max_iterations, breaks, loop.lists
+            ),
         )
     return BranchReport(tuple(entries.values()), len(runs), loops=tuple(loops.values()))

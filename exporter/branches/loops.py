@@ -18,9 +18,11 @@ Python state the steps change is found, not sampled (``state.py``): the run fing
 what the loop's frames reach before the loop and after each step.  A number the steps rebind
 in the loop's own frame (a count, a flag) is carried: each step starts from it read out of a
 0-d tensor and hands its new value on as one, so the while_loop carries it and forward after
-the loop reads what the last step left, as eager does after any count, none included.  Any
-other local the steps rebind is unbound after the loop, so forward fails where it reads it;
-an attribute, a container's contents or another frame's local the steps change is refused.
+the loop reads what the last step left, as eager does after any count, none included.  A
+list of the loop's frame the steps append to is a buffer and a count the loop carries
+(``lists.py``).  Any other local the steps rebind is unbound after the loop, so forward
+fails where it reads it; an attribute, a container's contents or another frame's local the
+steps change is refused.
 
 A step may branch once on a value it computes (``if tokens.numel() == 0: continue``): every
 step asks the same question, one decision taken the same way in every step of a run, and
@@ -99,6 +101,9 @@ class Loop:
     done: list[torch.fx.Node | None] = attrs.field(factory=list)
     """For a loop that a step may leave: its flag (a bool 0-d tensor) before the loop, and
     in a run whose step broke out, the flag that step sets."""
+    lists: tuple[str, ...] = ()
+    """The lists of the loop's frame its steps append to, each a buffer and a count the loop
+    carries (``lists.py``)."""
     exit_error: BaseException | None = None
     """What a step's break found that the run cannot go on with (raised after the run)."""
     symbols_before: int = 0
@@ -179,6 +184,7 @@ class DataLoop:
                                    "loop where another run found an empty list", _HINT_STATE)
             self.lists[name] = StepList(name, loop, tensor.shape[0], shape)
             set_local(frame, name, self.lists[name])
+        loop.lists = tuple(self.lists)
         self.states: list[dict] = []
         self.kinds: dict[str, Kind] = {}
         self.values: list[list[torch.Tensor]] = []

@@ -170,3 +170,10 @@ def test_what_a_buffer_cannot_stand_for_is_refused_at_the_loop(model, marker, ma
     with pytest.raises(exporter.ExportError, match=match) as refused:
         exporter.export(model, _INPUTS[3])
     assert refused.value.location == marked_line(HERE, marker)
+
+
+def test_the_report_names_the_lists_a_loop_builds():
+    (loop,) = exporter.export(StacksEachStep(), _INPUTS[3]).branch_report.loops
+    assert loop.lists == ("rows",)
+    assert "builds `rows` as a buffer and a count" in str(loop)
+    assert loop.to_json()["lists"] == ("rows",)
