@@ -14,6 +14,7 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+import weakref
 from typing import Any
 
 import attrs
@@ -41,7 +42,7 @@ from ..trace.stacks import UserCalls, is_extent
 from ..trace.write_watch import writes
 from .loops import DataLoop, Loop, loop_refusal
 from .meeting import meeting
-from .state import iterated_by_for, scope, snapshot
+from .state import iterated_by_for, scope, snapshot, zipped_by_for
 
 __all__ = ["ITEM_OPS", "Check", "Decider", "Decision", "Learned", "Pin", "Site", "TooManyDecisions", "causes", "limit_error", "loop_error", "raised_by_model", "refusal", "step_limit_error", "tests_a_selection_for_none"]
 
@@ -232,9 +233,10 @@ def _handed_on(code: str | None) -> tuple[str, str]:
     said = code or ""
     if "zip(" in said:
         return (
-            "it goes over the tensor side by side with something else (`zip`), whose own count Python keeps where no "
-            "frame shows it", "go over one tensor that holds both, `for v, c in torch.stack([values, counts], 1):`, or "
-            "export with branches='draft' to follow the example's count",
+            "it goes over the tensor side by side with something else (`zip`) other than in a `for` statement over the "
+            "zip itself, whose own count Python keeps where no frame shows it", "write `for a, b in zip(x, y):` over "
+            "tensors whose length the data decides, or go over one tensor that holds both; or export with "
+            "branches='draft' to follow the example's count",
         )
     if "enumerate(" in said:
         return (
@@ -315,6 +317,8 @@ class Decider:
         self._item_nodes: dict[sympy.Symbol, torch.fx.Node] = {}
         self._step_asked: dict[tuple[Any, str, str | None], tuple[int, int]] = {}
         """(loop, module, line) -> the step that last asked there, and how often in it."""
+        self._leader: Any = None
+        """A weak reference to the loop ``zip`` is making, which takes its next tensors."""
         self.calls = UserCalls()
         """The user's function calls each node of the run was made in (recorded by the tracer)."""
 
@@ -463,12 +467,18 @@ class Decider:
         module = stack[-1] if stack else ""
         inside = self._open_loop()
         if inside is not None:
+            leader = self._leader() if self._leader is not None else None
+            if leader is not None and leader.loop is inside and leader.takes_follower(frame):
+                return leader.follower(tensor)  # zip's next tensor
             raise loop_refusal(
                 inside, _LEFT if inside.left else
                 f"another loop over a data-sized tensor starts inside it (`{code}` at {location})",
             )
+        zipped = 1
         if not iterated_by_for(frame):
-            raise loop_refusal(Loop(self._next_site(module, location), code), *_handed_on(code))
+            zipped = zipped_by_for(frame) or 0
+            if not zipped:
+                raise loop_refusal(Loop(self._next_site(module, location), code), *_handed_on(code))
         loop = Loop(self._next_site(module, location), code)
         shape_env = getattr(getattr(tensor, "fake_mode", None), "shape_env", None)
         loop.symbols_before = len(shape_env.var_to_range) if shape_env is not None else 0
@@ -476,10 +486,12 @@ class Decider:
         self.note_state(_anchor(traced_graph()), frame)
         carried = self.learned.carried.get(loop.site, ())
         breaks = next(((s, v) for s, v in self.learned.breaks.items() if s.loop == loop.site), None)
-        return DataLoop(
+        iterator = DataLoop(
             tensor, loop, lambda: _anchor(traced_graph()), self.steps, frame=frame, carried=carried, breaks=breaks,
-            lists=self.learned.lists.get(loop.site),
+            lists=self.learned.lists.get(loop.site), zipped=zipped,
         )
+        self._leader = weakref.ref(iterator) if zipped > 1 else None
+        return iterator
 
     def _met(self, stack: tuple[str | int, ...], frame: Any) -> tuple[str | int, ...]:
         """``stack`` with, innermost, the extent of the model's code after which the sides

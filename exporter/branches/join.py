@@ -372,8 +372,9 @@ class Joiner:
         tensor = next(k for k, (_, n) in enumerate(body.externals) if n is it.tensor)
         names = []
         done = carried.index(loop.done[0]) if isinstance(other, _BreakStep) else None
+        others = tuple(self._zipped_operands(body, g, operands, loop))
         for kind, value in (
-            ("condition", LoopCondition(carried.index(loop.counter[0]), tensor, done)),
+            ("condition", LoopCondition(carried.index(loop.counter[0]), tensor, done, others)),
             ("body", LoopBody(torch.fx.GraphModule(dict(self.constants), body.graph), list(range(len(operands))))),
         ):
             name = f"_joined_loop_{kind}_{len(self.constants)}"
@@ -399,6 +400,17 @@ class Joiner:
             self._read_after(run, it, other, items)
         breaks = other.decision.site.location if isinstance(other, _BreakStep) else None
         self.loops.append((loop, len(carried), breaks))
+
+    def _zipped_operands(self, body: _Graph, g: _Graph, operands: list, loop: Loop) -> Any:
+        """The operand index of each tensor ``zip`` goes over beside the loop's (the loop's
+        condition compares the count with the shortest)."""
+        run = body.run
+        for item in loop.zipped[: len(loop.zipped) // 2]:  # the first step's
+            tensor = item.args[0] if item is not None else None
+            found = next((k for k, (_, n) in enumerate(body.externals) if n is tensor), None)
+            if found is None:
+                raise LoopRefused(loop, "a tensor it zips is read by no step")
+            yield found
 
     def _other_step(self, run: Run, loop: Loop, it: Iterations, decision: Decision) -> _OtherStep | _BreakStep:
         """The run that takes ``decision``, a branch inside each step of ``loop``, the other

@@ -101,6 +101,9 @@ class Loop:
     done: list[torch.fx.Node | None] = attrs.field(factory=list)
     """For a loop that a step may leave: its flag (a bool 0-d tensor) before the loop, and
     in a run whose step broke out, the flag that step sets."""
+    zipped: list[torch.fx.Node | None] = attrs.field(factory=list)
+    """For ``for a, b in zip(x, y):``: the ``index_select`` node of each step's item of each
+    tensor zipped after the first (whose are ``items``), in order."""
     lists: tuple[str, ...] = ()
     """The lists of the loop's frame its steps append to, each a buffer and a count the loop
     carries (``lists.py``)."""
@@ -170,6 +173,7 @@ class DataLoop:
     def __init__(
         self, tensor: torch.Tensor, loop: Loop, anchor: Any, steps: int = STEPS, frame: Any = None,
         carried: tuple[str, ...] = (), breaks: tuple[Any, bool] | None = None, lists: dict[str, ListShape] | None = None,
+        zipped: int = 1,
     ) -> None:
         self.tensor, self.loop, self._anchor, self.steps = tensor, loop, anchor, steps
         self.frame = frame
@@ -204,11 +208,37 @@ class DataLoop:
         self.counter = torch.zeros((), dtype=torch.long, device=tensor.device)
         loop.counter.append(anchor())
         self.taken = 0
+        self.zipped = zipped
+        """How many tensors ``zip`` goes over side by side, this one first."""
+        self.followers = 0
+        """How many of them have their iterators (counted only: an iterator kept here would
+        keep this one alive past a ``break``, which is seen where Python drops it)."""
+        self._zip_at = frame.f_lasti if zipped > 1 and frame is not None else None
 
     def __iter__(self) -> DataLoop:
         return self
 
+    def takes_follower(self, frame: Any) -> bool:
+        """Whether ``zip``, called in ``frame`` to make this loop, asks for the iterator of
+        another of its tensors now."""
+        return (
+            self._zip_at is not None and self.taken == 0 and frame is self.frame and frame.f_lasti == self._zip_at
+            and self.followers < self.zipped - 1
+        )
+
+    def follower(self, tensor: torch.Tensor) -> ZipFollower:
+        """The iterator of another tensor ``zip`` goes over beside this one."""
+        self.followers += 1
+        return ZipFollower(tensor, self)
+
     def __next__(self) -> torch.Tensor:
+        if not self.taken and self.followers != self.zipped - 1:
+            raise loop_refusal(
+                self.loop, "it goes over the tensor side by side (`zip`) with something other than tensors whose length "
+                "only the data decides, whose own count Python keeps where no frame shows it",
+                hint="zip only tensors whose length the data decides (a selection, `unique`, `nonzero`), or go over one "
+                "tensor that holds both; or export with branches='draft' to follow the example's count",
+            )
         if self.taken:
             if self.frame is not None:
                 self.states.append(snapshot(self.frames, frozenset(self.loop.carried)))
@@ -495,17 +525,41 @@ def _written_at(change: Change, frames: list, loop: Loop) -> str:
     return f" at {path}:{found}" + (f" (`{text}`)" if text else "")
 
 
+class ZipFollower:
+    """The iterator ``zip`` gets for a tensor it goes over beside the first one (a
+    ``DataLoop``, the leader): each item is the tensor's row at the leader's counter."""
+
+    def __init__(self, tensor: torch.Tensor, leader: DataLoop) -> None:
+        self.tensor, self.leader = tensor, leader
+
+    def __iter__(self) -> ZipFollower:
+        return self
+
+    def __next__(self) -> torch.Tensor:
+        item = torch.ops.aten.index_select.default(self.tensor, 0, self.leader.counter.reshape(1))
+        self.leader.loop.zipped.append(self.leader._anchor())
+        return item.squeeze(0)
+
+
 class LoopCondition:
     """``while_loop``'s condition: the counter (carried value ``counter``) is below the
-    length of the tensor looped over (operand ``tensor``), and, for a loop a step may break
-    out of, its flag (carried value ``done``) is not set."""
+    length of the tensor looped over (operand ``tensor``; with ``zip``, the shortest of it
+    and the ``others``), and, for a loop a step may break out of, its flag (carried value
+    ``done``) is not set."""
 
-    def __init__(self, counter: int, tensor: int, done: int | None = None) -> None:
-        self.counter, self.tensor, self.done = counter, tensor, done
+    def __init__(self, counter: int, tensor: int, done: int | None = None, others: tuple[int, ...] = ()) -> None:
+        self.counter, self.tensor, self.done, self.others = counter, tensor, done, others
         self.__name__ = "loop_condition"
 
+    def length(self, operands: tuple[Any, ...]) -> Any:
+        """How many steps the loop has: the length of the tensor, the shortest one zipped."""
+        length = operands[self.tensor].shape[0]
+        for k in self.others:
+            length = torch.sym_min(length, operands[k].shape[0])
+        return length
+
     def __call__(self, *operands: Any) -> torch.Tensor:
-        going = operands[self.counter] < operands[self.tensor].shape[0]
+        going = operands[self.counter] < self.length(operands)
         if self.done is None:
             return going
         return torch.logical_and(going, torch.logical_not(operands[self.done]))
@@ -579,7 +633,7 @@ def while_loop(condition: LoopCondition, body: LoopBody, carried: tuple, additio
     if bound is None:
         return torch.ops.higher_order.while_loop(condition, body, tuple(carried), tuple(additional))
     operands = (*carried, *additional)
-    length = operands[condition.tensor].shape[0]
+    length = condition.length(operands)
     if isinstance(length, torch.SymInt):
         check_value(length <= bound.steps, bound.message, own_node=True)
     elif length > bound.steps:

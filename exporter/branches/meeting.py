@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["Meeting", "has_else", "leaves_by_break", "meeting"]
+__all__ = ["Meeting", "has_else", "leaves_by_break", "meeting", "statement_at"]
 
 
 @attrs.define(eq=False)
@@ -87,6 +87,14 @@ def leaves_by_break(frame: FrameType) -> bool:
     tree, _ = _parsed(code.co_filename)
     position = _position(code, frame.f_lasti) if tree is not None else None
     return position is not None and isinstance(_innermost(tree, position), ast.Break)
+
+
+def statement_at(frame: FrameType) -> ast.stmt | None:
+    """The innermost statement of the model's source ``frame`` runs now, where it can be read."""
+    code = frame.f_code
+    tree, _ = _parsed(code.co_filename)
+    position = _position(code, frame.f_lasti) if tree is not None else None
+    return _innermost(tree, position) if position is not None else None
 
 
 def has_else(frame: FrameType) -> bool:

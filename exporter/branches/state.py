@@ -38,6 +38,7 @@ __all__ = [
     "set_local",
     "snapshot",
     "unbind_local",
+    "zipped_by_for",
 ]
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -110,6 +111,35 @@ def iterated_by_for(frame: types.FrameType) -> bool:
         return False
     later = [o for o in offsets if o > at]
     return bool(later) and ops[later[0]] == "FOR_ITER"
+
+
+def zipped_by_for(frame: types.FrameType) -> int | None:
+    """How many iterables the builtin ``zip`` takes where ``frame`` calls it to run a ``for``
+    statement over what it gives (``for box, score in zip(boxes, scores):``: its instruction
+    is the call, and the next ``GET_ITER`` and ``FOR_ITER``); None where it does not."""
+    code = frame.f_code
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        return None
+    ops = _INSTRUCTIONS.get(code)
+    if ops is None:
+        ops = _INSTRUCTIONS[code] = {i.offset: i.opname for i in dis.get_instructions(code)}
+    at = frame.f_lasti
+    later = [ops[o] for o in sorted(ops) if o > at][:2]
+    if not ops.get(at, "").startswith("CALL") or later != ["GET_ITER", "FOR_ITER"]:
+        return None
+    if "zip" in frame.f_locals or frame.f_globals.get("zip", zip) is not zip:
+        return None
+    from .meeting import statement_at
+
+    statement = statement_at(frame)
+    call = statement.iter if isinstance(statement, ast.For) else None
+    if not (
+        isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "zip"
+        and not any(isinstance(a, ast.Starred) for a in call.args)
+        and all(k.arg == "strict" for k in call.keywords) and len(call.args) >= 2
+    ):
+        return None
+    return len(call.args)
 
 
 # -- fingerprints

@@ -177,3 +177,77 @@ def test_the_report_names_the_lists_a_loop_builds():
     assert loop.lists == ("rows",)
     assert "builds `rows` as a buffer and a count" in str(loop)
     assert loop.to_json()["lists"] == ("rows",)
+
+
+# -- zip over data-sized tensors: one loop, as long as the shortest ------------------------
+
+
+class CropsTheKept(nn.Module):
+    """Boxes and their scores side by side, the kept ones collected."""
+
+    def forward(self, boxes, scores):
+        keep = scores > 0.5
+        out, total = [], scores.new_zeros(())
+        for box, score in zip(boxes[keep], scores[keep]):
+            out.append(box * score)
+            total = total + score
+        if not out:
+            return boxes.new_zeros(0, 4), total
+        return torch.stack(out), total
+
+
+class ZipsTwoSelections(nn.Module):
+    """Two selections of different lengths: zip stops at the shorter."""
+
+    def forward(self, x):
+        total = x.new_zeros(())
+        for a, b, c in zip(x[x > 0], x[x > 0.5], torch.nonzero(x > 0.2)[:, 0]):
+            if a > b:
+                break
+            total = total + a * b + c
+        return total
+
+
+def test_zip_over_data_sized_tensors_is_one_loop_matching_eager():
+    model = CropsTheKept()
+    boxes = torch.randn(6, 4, generator=torch.Generator().manual_seed(0))
+    program = exporter.export(model, (boxes, torch.tensor([0.9, 0.1, 0.7, 0.2, 0.8, 0.3])))
+    assert _whiles(program) == 1
+    inputs = [(boxes, torch.tensor(s)) for s in ([0.1] * 6, [0.9] + [0.1] * 5, [0.6] * 6, [0.9, 0.1, 0.7, 0.2, 0.8, 0.3])]
+    matches_eager(program, model, inputs, rtol=1e-5, atol=1e-6)
+
+
+def test_zip_of_selections_of_other_lengths_stops_at_the_shortest_as_eager():
+    model = ZipsTwoSelections()
+    program = exporter.export(model, (torch.tensor([0.9, 0.1, 0.7, 0.2, 0.8, 0.3]),))
+    inputs = _values(
+        [-1.0] * 6, [0.9, 0.1, 0.7, 0.2, 0.8, 0.3], [0.3, 0.4, 0.45, 0.6, 0.1, 0.2], [0.6, 0.7, 0.8, 0.9, 1.0, 1.1],
+        [0.4, 0.9, 0.3, 0.6, 0.1, 0.8],
+    )
+    matches_eager(program, model, inputs, rtol=1e-5, atol=1e-6)
+
+
+class ZipsAList(nn.Module):
+    def forward(self, x):
+        total = x.new_zeros(())
+        for a, b in zip(x[x > 0], [1.0, 2.0, 3.0]):  # line-marker: zips a list
+            total = total + a * b
+        return total
+
+
+class ZipsInAComprehension(nn.Module):
+    def forward(self, x):
+        return sum(a * b for a, b in zip(x[x > 0], x[x > 0.5]))  # line-marker: comprehension
+
+
+@pytest.mark.parametrize(
+    "model, marker, match",
+    [
+        (ZipsAList(), "zips a list", "side by side .*with something other than tensors whose length only the data"),
+        (ZipsInAComprehension(), "comprehension", r"other than in a `for` statement over the zip itself"),
+    ],
+)
+def test_zip_with_anything_else_is_refused_at_the_line(model, marker, match):
+    with pytest.raises(exporter.ExportError, match=match) as refused:
+        exporter.export(model, (torch.tensor([0.9, 0.1, 0.7, 0.2, 0.8, 0.3]),))
+    assert refused.value.location == marked_line(HERE, marker)
