@@ -227,6 +227,25 @@ def test_zip_of_selections_of_other_lengths_stops_at_the_shortest_as_eager():
     matches_eager(program, model, inputs, rtol=1e-5, atol=1e-6)
 
 
+class ValuesTimesCounts(nn.Module):
+    """``unique``'s values and counts side by side: one length."""
+
+    def forward(self, x):
+        values, counts = torch.unique(x, return_counts=True)
+        total = x.new_zeros(())
+        for v, c in zip(values, counts):
+            total = total + v * c
+        return total
+
+
+def test_zip_of_uniques_values_and_counts_matches_eager():
+    model = ValuesTimesCounts()
+    program = exporter.export(model, (torch.tensor([1.0, 2.0, 2.0, 3.0]),))
+    assert _whiles(program) == 1
+    matches_eager(program, model, _values([1.0, 1.0, 1.0, 1.0], [1.0, 2.0, 2.0, 3.0], [4.0, 3.0, 2.0, 1.0]),
+                  empty_loops=False)
+
+
 class ZipsAList(nn.Module):
     def forward(self, x):
         total = x.new_zeros(())
