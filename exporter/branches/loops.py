@@ -186,6 +186,10 @@ class DataLoop:
             if type(value) is not list or value:
                 raise loop_refusal(loop, f"its steps append to `{name}`, which is {_described_list(value)} before the "
                                    "loop where another run found an empty list", _HINT_STATE)
+            shared = _shared(frame, {name: value})
+            if shared:
+                raise loop_refusal(loop, f"its steps append to a list that {' and '.join(f'`{n}`' for n in shared)} "
+                                   "both hold, which the program carries as a buffer under one name", _HINT_STATE)
             self.lists[name] = StepList(name, loop, tensor.shape[0], shape)
             set_local(frame, name, self.lists[name])
         loop.lists = tuple(self.lists)
@@ -388,6 +392,12 @@ class DataLoop:
                 unbound.append(change)
         if refused:
             raise loop_refusal(self.loop, _refused_change(refused[0], self.frames, self.loop), _HINT_STATE)
+        shared = _shared(self.frame, grown)
+        if shared:
+            raise loop_refusal(
+                self.loop, f"its steps append to a list that {' and '.join(f'`{n}`' for n in shared)} both hold, which "
+                "the program carries as a buffer under one name", _HINT_STATE,
+            )
         if grown:
             raise ListNeeded(self.loop, grown)
         if needed:
@@ -404,6 +414,16 @@ class DataLoop:
             self.loop.unbound[name] = (_how(change), _unbound_hint(change))
         self.frame = None
         self.frames = []
+
+
+def _shared(frame: Any, grown: dict[str, Any]) -> list[str]:
+    """Two names of ``frame`` (the loop's) that hold one of the lists in ``grown``."""
+    values = frame.f_locals
+    for name in grown:
+        others = [n for n, v in values.items() if v is values[name] and n != name]
+        if others:
+            return [name, others[0]]
+    return []
 
 
 def _described_list(value: Any) -> str:

@@ -155,9 +155,19 @@ class StartsWithAnItem(nn.Module):
         return torch.stack(rows)
 
 
+class AppendsThroughAnAlias(nn.Module):
+    def forward(self, x):
+        rows = []
+        alias = rows
+        for value in x[x > 0]:  # line-marker: alias
+            rows.append(value * 2)
+        return x.sum() * len(alias)
+
+
 @pytest.mark.parametrize(
     "model, marker, match",
     [
+        (AppendsThroughAnAlias(), "alias", "appends to a list that `rows` and `alias` both hold"),
         (AppendsTwice(), "twice", r"its steps change it \(a list of 0 before the loop, a list of 2 then a list of 4"),
         (IndexesTheList(), "indexed", r"uses `rows`, the list its steps append to, after the loop \(__getitem__\)"),
         (IteratesTheList(), "iterated", r"uses `rows`, the list its steps append to, after the loop \(__iter__\)"),
