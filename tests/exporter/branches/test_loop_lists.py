@@ -167,7 +167,7 @@ class AppendsThroughAnAlias(nn.Module):
 @pytest.mark.parametrize(
     "model, marker, match",
     [
-        (AppendsThroughAnAlias(), "alias", "appends to a list that `rows` and `alias` both hold"),
+        (AppendsThroughAnAlias(), "alias", "append to a list that `rows` and `alias` both hold"),
         (AppendsTwice(), "twice", r"its steps change it \(a list of 0 before the loop, a list of 2 then a list of 4"),
         (IndexesTheList(), "indexed", r"uses `rows`, the list its steps append to, after the loop \(__getitem__\)"),
         (IteratesTheList(), "iterated", r"uses `rows`, the list its steps append to, after the loop \(__iter__\)"),
