@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from .._errors import Category, TraceError
+from .._torch_internals import runtime_check
 
 __all__ = ["FilledList", "ListNeeded", "ListShape", "StepList"]
 
@@ -129,8 +130,8 @@ class FilledList:
         """How many items the list holds: a number only the data decides."""
         if self._size is None:
             size = self.counted.item()
-            torch._check(size >= 0)
-            torch._check(size <= self.rows.shape[0])
+            runtime_check(size >= 0)
+            runtime_check(size <= self.rows.shape[0])
             self._size = size
         return self._size
 

@@ -56,7 +56,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .._errors import Category, TraceError
-from .._torch_internals import asserts_kept_inside, check_value, free_unbacked_symbols
+from .._torch_internals import asserts_kept_inside, check_value, free_unbacked_symbols, runtime_check
 from .lists import ListNeeded, ListShape, StepList
 from .meeting import has_else, leaves_by_break
 from .state import MISSING, Change, Kind, assigned_at, changes, kind_of, scope, set_local, snapshot, tensors_held, unbind_local
@@ -610,7 +610,7 @@ def _same_sizes_as(after: Any, before: Any) -> None:
         return
     for x, y in zip(after.shape, before.shape):
         if isinstance(x, torch.SymInt) and str(x) != str(y) and free_unbacked_symbols(x):
-            torch._check(x == y)
+            runtime_check(x == y)
 
 
 def operands_shape_env(operands: Any) -> Any:
