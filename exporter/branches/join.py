@@ -1450,8 +1450,23 @@ def _tensor_operand(graph: torch.fx.Graph, value: torch.fx.Node, placeholders: l
     dtype = _SCALAR_DTYPES.get(type(value.meta.get("val")))
     if dtype is None:
         return value
+    if dtype is torch.bool:
+        # a bool crosses as a whole number, 1 or 0: read back as a tensor's item in each side,
+        # the sides would bind one symbol twice, which AOTInductor cannot lower
+        number = graph.call_function(torch.sym_ite, (value, 1, 0))
+        number.meta.update({k: value.meta[k] for k in ("stack_trace", "nn_module_stack") if k in value.meta})
+        for placeholder in placeholders:
+            inner = placeholder.graph
+            with inner.inserting_after(_placeholders(inner)[-1]):
+                flag = inner.call_function(operator.ne, (placeholder, 0))
+            placeholder.replace_all_uses_with(flag, delete_user_cb=lambda user, flag=flag: user is not flag)
+            flag.meta = dict(placeholder.meta)
+        return number
     tensor = _scalar_tensor(graph, value, dtype)
     for placeholder in placeholders:
+        if not placeholder.users:  # a side that does not read it reads no number back (no symbol bound twice)
+            placeholder.meta = dict(tensor.meta)
+            continue
         inner = placeholder.graph
         with inner.inserting_after(_placeholders(inner)[-1]):
             item = inner.call_function(torch.ops.aten._local_scalar_dense.default, (placeholder,))

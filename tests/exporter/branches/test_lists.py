@@ -280,3 +280,13 @@ def test_zip_with_anything_else_is_refused_at_the_line(model, marker, match):
     with pytest.raises(exporter.ExportError, match=match) as refused:
         exporter.export(model, (torch.tensor([0.9, 0.1, 0.7, 0.2, 0.8, 0.3]),))
     assert refused.value.location == marked_line(HERE, marker)
+
+
+@pytest.mark.slow
+def test_aotinductor_compiles_a_loop_that_builds_a_list_and_runs_it_as_eager(tmp_path):
+    model = StacksEachStep()
+    program = exporter.export(model, _INPUTS[2])
+    package = torch._inductor.aoti_compile_and_package(program, package_path=str(tmp_path / "rows.pt2"))
+    runner = torch._inductor.aoti_load_package(package)
+    for args in _INPUTS:  # no steps; one; three; four
+        torch.testing.assert_close(runner(*args), model(*args), rtol=1e-5, atol=1e-6)

@@ -277,3 +277,13 @@ def test_a_break_in_a_loop_over_a_dynamic_input_matches_eager_on_other_lengths()
     program = exporter.export(model, _BREAKS[2], dynamic_shapes={"x": {0: torch.export.Dim("n", min=2)}})
     inputs = [*_BREAKS, *_values([0.1, 0.2], [0.7, -1.0], [0.1] * 9 + [0.8], [0.1] * 12)]
     matches_eager(program, model, inputs, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_aotinductor_compiles_a_loop_that_breaks_and_runs_it_as_eager(tmp_path):
+    model = CountsAndFlags()  # numbers carried, a flag the break sets, a branch on it after the loop
+    program = exporter.export(model, _BREAKS[2])
+    package = torch._inductor.aoti_compile_and_package(program, package_path=str(tmp_path / "breaks.pt2"))
+    runner = torch._inductor.aoti_load_package(package)
+    for args in _BREAKS:
+        torch.testing.assert_close(runner(*args), model(*args), rtol=1e-5, atol=1e-6)
