@@ -452,10 +452,11 @@ class Decider:
         assume(shape_env, expr if answer else sympy.Not(expr))
         return answer
 
-    def loop(self, tensor: torch.Tensor) -> DataLoop | None:
+    def loop(self, tensor: torch.Tensor, convert: Any = None) -> DataLoop | None:
         """The iterator of a loop the model's own code makes over ``tensor``, whose length only
         the data decides (``loops.py``); None where the question is not the model's (the
-        tensor is then iterated as torch iterates it, which needs the length)."""
+        tensor is then iterated as torch iterates it, which needs the length).  ``convert``:
+        what each step's item becomes (``range``'s numbers)."""
         if not self.active:
             return None
         frame, direct = _user_frame(sys._getframe(1))
@@ -488,7 +489,7 @@ class Decider:
         breaks = next(((s, v) for s, v in self.learned.breaks.items() if s.loop == loop.site), None)
         iterator = DataLoop(
             tensor, loop, lambda: _anchor(traced_graph()), self.steps, frame=frame, carried=carried, breaks=breaks,
-            lists=self.learned.lists.get(loop.site), zipped=zipped,
+            lists=self.learned.lists.get(loop.site), zipped=zipped, convert=convert,
         )
         self._leader = weakref.ref(iterator) if zipped > 1 else None
         return iterator

@@ -258,6 +258,11 @@ class Joiner:
         self._asked_before: set[int] = set()
         """Decisions joined in the span they were asked in, though they part where it ends."""
         self._redirect: dict[tuple[int, Any], dict[torch.fx.Node, torch.fx.Node]] = {}
+        self._loop_values: dict[torch.fx.Node, torch.fx.Node] = {}
+        """A stand-in node -> the loop's result it stands for, in the graph that holds the loop:
+        a redirected read looks the stand-in up, so a read copied into a cond after the loop
+        takes the result as an operand (``_loop_value``)."""
+        self._stand_ins = torch.fx.Graph()
         """(run, a node after a loop, or "output") -> values before the loop it reads that the
         loop's other side carries: the node of the joined graph to read instead (``_step_cond``)."""
         self._exact: set[Site] = set()
@@ -269,6 +274,9 @@ class Joiner:
     def _lookup(self, g: _Graph, run: Run, node: torch.fx.Node) -> torch.fx.Node:
         """The node of ``g`` that holds ``run``'s value ``node``: copied already, a constant,
         or (in a branch) a placeholder for a value from outside."""
+        result = self._loop_values.get(node)
+        if result is not None and result.graph is g.graph:
+            return result
         if run is g.run and node in g.env:
             return g.env[node]
         if node.op == "get_attr" and g.parent is None:
@@ -296,12 +304,20 @@ class Joiner:
             g.env[node] = placeholder
         return placeholder
 
+    def _loop_value(self, result: torch.fx.Node) -> torch.fx.Node:
+        """A stand-in for ``result``, a loop's result in the graph that holds the loop, for a
+        read redirected to it (``_redirect``), wherever that read is copied."""
+        stand_in = self._stand_ins.placeholder(f"loop_value_{len(self._loop_values)}")
+        stand_in.meta = dict(result.meta)
+        self._loop_values[stand_in] = result
+        return stand_in
+
     def _copy(self, g: _Graph, node: torch.fx.Node) -> None:
         if node.op == "get_attr":
             g.env[node] = self._lookup(g, g.run, node)
             return
         redirect = self._redirect.get((id(g.run), node), {})
-        new = g.graph.node_copy(node, lambda n: redirect[n] if n in redirect else self._lookup(g, g.run, n))
+        new = g.graph.node_copy(node, lambda n: self._lookup(g, g.run, redirect.get(n, n)))
         g.env[node] = new
         for check in self._checks_after(g.run).get(node, ()):
             self._hold(g, g.run, check)
@@ -395,7 +411,7 @@ class Joiner:
                 g.env[last[x]] = item
         if isinstance(other, _BreakStep):
             for key, read, x in other.reads:
-                self._redirect.setdefault((id(run), key), {})[read] = items[x]
+                self._redirect.setdefault((id(run), key), {})[read] = self._loop_value(items[x])
         elif other is not None:
             self._read_after(run, it, other, items)
         breaks = other.decision.site.location if isinstance(other, _BreakStep) else None
@@ -692,7 +708,7 @@ class Joiner:
                     continue  # the same value before the loop, after it, or as the loop leaves it
                 elif ma == ("before", mb[1]) and mb[0] == "last":
                     # this run's steps left it alone, the other's changed it: the loop's
-                    self._redirect.setdefault((id(run), key), {})[a] = items[mb[1]]
+                    self._redirect.setdefault((id(run), key), {})[a] = self._loop_value(items[mb[1]])
                 elif mb == ("before", ma[1]) and ma[0] == "last":
                     continue  # the other's steps left it alone: the loop's, as this run reads
                 else:
@@ -1120,7 +1136,7 @@ class Joiner:
         g = self.span(g, len(base.placeholders), len(base.nodes) - 1, {})
         redirect = self._redirect.get((id(g.run), "output"), {})
         graph.output(tuple(
-            (redirect[v] if v in redirect else self._lookup(g, g.run, v)) if isinstance(v, torch.fx.Node) else v
+            self._lookup(g, g.run, redirect.get(v, v)) if isinstance(v, torch.fx.Node) else v
             for v in g.run.outputs(self.universe)
         ))
         # a decision's .item() that only fed its predicate is read no more (the cond reads the tensor)

@@ -173,7 +173,7 @@ class DataLoop:
     def __init__(
         self, tensor: torch.Tensor, loop: Loop, anchor: Any, steps: int = STEPS, frame: Any = None,
         carried: tuple[str, ...] = (), breaks: tuple[Any, bool] | None = None, lists: dict[str, ListShape] | None = None,
-        zipped: int = 1,
+        zipped: int = 1, convert: Any = None,
     ) -> None:
         self.tensor, self.loop, self._anchor, self.steps = tensor, loop, anchor, steps
         self.frame = frame
@@ -214,6 +214,8 @@ class DataLoop:
         self.taken = 0
         self.zipped = zipped
         """How many tensors ``zip`` goes over side by side, this one first."""
+        self.convert = convert
+        """What each item becomes before the step gets it (a number, for ``range``)."""
         self.followers = 0
         """How many of them have their iterators (counted only: an iterator kept here would
         keep this one alive past a ``break``, which is seen where Python drops it)."""
@@ -260,7 +262,8 @@ class DataLoop:
         self._take()
         item = torch.ops.aten.index_select.default(self.tensor, 0, self.counter.reshape(1))
         self.loop.items.append(self._anchor())
-        return item.squeeze(0)
+        item = item.squeeze(0)
+        return item if self.convert is None else self.convert(item)
 
     def _hand_on(self) -> None:
         """Each carried number as the 0-d tensor the loop carries: before the loop, its value

@@ -59,6 +59,7 @@ from .kernels import (
 from .fast import FastPaths
 from .python_ops import (
     SymbolicInt,
+    SymbolicRange,
     builtin_len,
     builtin_max,
     builtin_min,
@@ -130,7 +131,7 @@ NodeHook = Callable[[torch.fx.Node], None]
 @contextlib.contextmanager
 def tracing_patches(
     on_node: NodeHook | None = None, *, draft: bool = False, training: bool = False, fast: FastPaths = FastPaths(),
-    data_sized_len: bool = False, int_modules: frozenset[str] = frozenset(),
+    data_sized_len: bool = False, int_modules: frozenset[str] = frozenset(), range_modules: frozenset[str] = frozenset(),
 ) -> Iterator[None]:
     """Within the block, torch and Python behave as a torch.export trace needs (see module doc).
 
@@ -144,6 +145,8 @@ def tracing_patches(
     that size, symbolic (``python_ops.builtin_len``).
     ``int_modules``: the modules (by name) whose ``int()`` gives a value only the data
     decides symbolic (``python_ops.SymbolicInt``).
+    ``range_modules``: the modules whose ``range()`` of a number only the data decides is a
+    loop branch capture goes round (``python_ops.SymbolicRange``).
     """
     import_shape_env_modules()
     with _locks_held(), _tracing_thread(), contextlib.ExitStack() as stack:
@@ -164,7 +167,7 @@ def tracing_patches(
         stack.enter_context(use_lazy_graph_module(True))
         stack.enter_context(_dynamo_config_for_bodies())
         stack.enter_context(_hop_bodies_forgotten())
-        stack.enter_context(_python_semantics(data_sized_len, int_modules))
+        stack.enter_context(_python_semantics(data_sized_len, int_modules, range_modules))
         stack.enter_context(_values_asked_for(draft))
         stack.enter_context(_data_sized_outputs_from_zero())
         stack.enter_context(fast.memory_formats_remembered())
@@ -572,7 +575,9 @@ _PYTHON_REPLACEMENTS = (
 
 
 @contextlib.contextmanager
-def _python_semantics(data_sized_len: bool = False, int_modules: frozenset[str] = frozenset()) -> Iterator[None]:
+def _python_semantics(
+    data_sized_len: bool = False, int_modules: frozenset[str] = frozenset(), range_modules: frozenset[str] = frozenset()
+) -> Iterator[None]:
     replacements = _PYTHON_REPLACEMENTS + ((builtins, "len", builtin_len),) if data_sized_len else _PYTHON_REPLACEMENTS
     with contextlib.ExitStack() as stack:
         for owner, name, make in replacements:
@@ -581,6 +586,9 @@ def _python_semantics(data_sized_len: bool = False, int_modules: frozenset[str] 
         for module in sorted(int_modules):
             # the module's global name only: it is Python's int for plain values, in any thread
             stack.enter_context(replaced(sys.modules[module], "int", SymbolicInt))
+        for module in sorted(range_modules):
+            # the module's global name only: a range of plain numbers is Python's, in any thread
+            stack.enter_context(replaced(sys.modules[module], "range", SymbolicRange))
         yield
 
 

@@ -18,6 +18,7 @@ from .._torch_internals import free_unbacked_symbols, symbolic_tensor, traced_fa
 
 __all__ = [
     "SymbolicInt",
+    "SymbolicRange",
     "builtin_len",
     "builtin_max",
     "builtin_min",
@@ -331,6 +332,52 @@ def power(real):
         return real(x, y)
 
     return pow_
+
+
+class _RangeKind(type):
+    """``isinstance`` and ``issubclass`` against ``SymbolicRange`` answer as against ``range``."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, builtins.range)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, builtins.range)
+
+
+class SymbolicRange(metaclass=_RangeKind):
+    """``range`` in a module of the model whose ``for`` statements go over a number of steps
+    only the data decides (``for i in range(len(boxes)):``): ``range(stop)`` or ``range(start,
+    stop)`` of such a number is a loop the trace's branch capture goes round as a
+    ``torch.while_loop`` does, each step's number an item of ``torch.arange`` of that length,
+    symbolic; any other range is Python's."""
+
+    def __new__(cls, *args: Any) -> Any:
+        if len(args) in (1, 2) and any(isinstance(a, torch.SymInt) and free_unbacked_symbols(a) for a in args):
+            start, stop = (0, args[0]) if len(args) == 1 else args
+            if all(isinstance(a, (builtins.int, torch.SymInt)) for a in (start, stop)):
+                return _DataRange(start, stop)
+        return builtins.range(*args)
+
+
+class _DataRange:
+    """``range(start, stop)`` of a number only the data decides (``SymbolicRange``)."""
+
+    def __init__(self, start: Any, stop: Any) -> None:
+        self.start, self.stop = start, stop
+
+    def __iter__(self) -> Any:
+        length = torch.sym_max(self.stop - self.start, 0)
+        shape_env = next(a.node.shape_env for a in (self.start, self.stop) if isinstance(a, torch.SymInt))
+        decider = getattr(shape_env, "decider", None)
+        # the positions of a mask of that many ones: 0, 1, ... as arange gives them, of a length
+        # that is a size of its own (a loop's carried buffers are sized by it, and a cond in
+        # its steps hands them on with such sizes, not with ``Max(0, stop - start)``)
+        steps = torch.ones(length, dtype=torch.bool).nonzero()[:, 0]
+        start = self.start
+        loop = decider.loop(steps, convert=lambda item: start + item.item()) if decider is not None else None
+        if loop is None:
+            return iter(builtins.range(self.start, self.stop))  # needs the values: fails as Python's would
+        return loop
 
 
 class _IntKind(type):

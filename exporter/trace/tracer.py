@@ -182,6 +182,10 @@ class PythonSemantics:
     int_modules: frozenset[str] = frozenset()
     """Modules whose ``int()`` keeps a value only the data decides symbolic (each added once a
     run needed such a value on a line of it that calls ``int``: ``int(lengths.max())``)."""
+    range_modules: frozenset[str] = frozenset()
+    """Modules whose ``range()`` of a number only the data decides is a loop branch capture
+    goes round as a ``torch.while_loop`` (each added once a run needed such a value on a line
+    of it that calls ``range``: ``for i in range(len(boxes)):``)."""
 
     def learn(self, error: TraceError) -> bool:
         """Take the next step for a run that failed with ``error`` needing a data-decided
@@ -192,6 +196,10 @@ class PythonSemantics:
         module = int_module_at(error.location)
         if module is not None and module not in self.int_modules:
             self.int_modules = self.int_modules | {module}
+            learned = True
+        module = _module_calling(error.location, "range")
+        if module is not None and module not in self.range_modules:
+            self.range_modules = self.range_modules | {module}
             learned = True
         return learned
 
@@ -216,6 +224,24 @@ def int_module_at(location: str | None) -> str | None:
             except (OSError, TypeError):
                 return None
             return name if int_shadows_safely(source) else None
+    return None
+
+
+def _module_calling(location: str | None, name: str) -> str | None:
+    """The name of the module whose source line ``location`` (``path:line``) calls the
+    builtin ``name``, where that module is the model's (not a library's); else None."""
+    if not location or ":" not in location:
+        return None
+    path, _, line = location.rpartition(":")
+    if not line.isdigit() or is_library_frame(path):
+        return None
+    if not re.search(rf"(?<![\w.]){name}\s*\(", linecache.getline(path, int(line))):
+        return None
+    real = os.path.realpath(path)
+    for module_name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if file and os.path.realpath(file) == real:
+            return module_name
     return None
 
 
@@ -434,7 +460,7 @@ def run(request: _Request, decider: Any = None) -> _Traced:
 def _run(request: _Request) -> _Traced:
     r = request
     try:
-        with tracing_patches(r.watch, draft=r.draft, training=r.training, fast=r.fast, data_sized_len=r.python.data_sized_len, int_modules=r.python.int_modules), module_preserved(r.root) as as_given:
+        with tracing_patches(r.watch, draft=r.draft, training=r.training, fast=r.fast, data_sized_len=r.python.data_sized_len, int_modules=r.python.int_modules, range_modules=r.python.range_modules), module_preserved(r.root) as as_given:
             for name, strategy in STRATEGIES:
                 traced = strategy(request)
                 if traced is not None:
@@ -461,7 +487,7 @@ def replay(request: _Request, fn: Callable[..., Any], recorded: Recorded, kind: 
     # torch.cond in it would trace its branches once more for a backward nobody asks for.
     grad = contextlib.nullcontext() if r.training else torch.no_grad()
     try:
-        with tracing_patches(r.watch, draft=r.draft, training=r.training, fast=r.fast, data_sized_len=r.python.data_sized_len, int_modules=r.python.int_modules), fake_mode, grad, tracing(TracingContext(fake_mode)):
+        with tracing_patches(r.watch, draft=r.draft, training=r.training, fast=r.fast, data_sized_len=r.python.data_sized_len, int_modules=r.python.int_modules, range_modules=r.python.range_modules), fake_mode, grad, tracing(TracingContext(fake_mode)):
             gm = on_roomy_stack(functools.partial(retrace_graph, pre_dispatch=r.training), fn, fakes.inputs)
     except ExportError:
         raise

@@ -845,3 +845,54 @@ def test_a_branch_inside_a_bounded_loop_matches_eager():
         torch.testing.assert_close(program.module()(*args), model(*args))
 
 
+
+
+# -- range over a number only the data decides ---------------------------------------------
+
+
+class WritesEachPosition(nn.Module):
+    """``for i in range(len(selection)):``, each step writing at its position."""
+
+    def forward(self, x):
+        selected = x[x > 0]
+        out = torch.zeros_like(selected)
+        for i in range(len(selected)):
+            out[i] = selected[i] * (i + 1)
+        return out
+
+
+class SumsFromTheSecond(nn.Module):
+    """``range(1, n)`` of a count read with ``.item()``, a test of the step's number, a list."""
+
+    def forward(self, x):
+        n = int((x > 0).sum().item())
+        total, rows = x.new_zeros(()), []
+        for i in range(1, n):
+            if i % 2 == 0:
+                continue
+            total = total + x[i] * i
+            rows.append(x[i] * torch.ones(2) + i)
+        return total, (torch.stack(rows) if rows else x.new_zeros(0, 2))
+
+
+class ReadsTheLastNumber(nn.Module):
+    """The last step's number, read after the loop (the number set before it where the loop
+    goes round no times): carried, as a count is."""
+
+    def forward(self, x):
+        total, i = x.new_zeros(()), -1
+        for i in range(len(x[x > 0])):
+            total = total + i
+        return total * i
+
+
+@pytest.mark.parametrize("make", [WritesEachPosition, SumsFromTheSecond, ReadsTheLastNumber])
+def test_range_of_a_data_decided_count_is_one_while_loop_matching_eager(make):
+    model = make()
+    program = exporter.export(model, (torch.tensor([0.5, -1.0, 2.0, 0.25, 1.0, -0.5]),))
+    assert _whiles(program) == 1
+    inputs = [(torch.tensor(row),) for row in (
+        [-1.0] * 6, [0.5, -1.0, -1.0, -1.0, -1.0, -1.0], [0.5, 0.3, -1.0, -1.0, -1.0, -1.0],
+        [0.5, -1.0, 2.0, 0.25, 1.0, -0.5], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
+    )]
+    _matches_eager(program, model, inputs)
