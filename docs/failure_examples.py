@@ -122,10 +122,13 @@ EXAMPLES = [
     ),
     Example(
         "data-dependent control flow",
-        "A loop that runs as many times as a tensor's value says (here once for each positive "
-        "entry), or a size read from a tensor and hashed (`set(lengths.tolist())`, a dict key). "
-        "Loop a fixed number of times and mask the steps you do not need, pass the count as a "
-        "Python int, or let [draft mode](draft-mode.md) take the example's count. A branch on a "
+        "A loop that runs as many times as a tensor's value says, where Python needs the count "
+        "itself (here `range` of a tensor), or a size read from a tensor and hashed "
+        "(`set(lengths.tolist())`, a dict key). `range(len(boxes))` of a selection and "
+        "`range(int(count.item()))` are captured loops instead (see "
+        "[Branches on tensor values](branches.md#loops-over-a-tensor-the-data-sizes)). Loop a "
+        "fixed number of times and mask the steps you do not need, pass the count as a Python "
+        "int, or let [draft mode](draft-mode.md) take the example's count. A branch on a "
         "tensor's value is no failure: it is captured as `torch.cond` by default, and fails here "
         "only with `branches=\"refuse\"` (`--branches refuse`); see "
         "[Branches on tensor values](branches.md).",

@@ -40,6 +40,7 @@ from .._torch_internals import (
 from .._ir import has_side_effects
 from ..trace.write_watch import aliases
 from .align import Extend, Parted, Region, Run, Unjoinable, align
+from .state import refs
 from .general import Adjust, Generality, bound_alike, compose, is_number
 from .decide import ITEM_OPS, Decision, Site
 from .loops import (
@@ -414,8 +415,31 @@ class Joiner:
                 self._redirect.setdefault((id(run), key), {})[read] = self._loop_value(items[x])
         elif other is not None:
             self._read_after(run, it, other, items)
+        if other is not None:
+            self._not_held_after(run, it, other, [x for x in carried if x not in it.carried])
         breaks = other.decision.site.location if isinstance(other, _BreakStep) else None
         self.loops.append((loop, len(carried), breaks))
+
+    def _not_held_after(self, run: Run, it: Iterations, other: Any, changed: list[torch.fx.Node]) -> None:
+        """Refuse where a value from before the loop that only the other side of its steps'
+        branch changes (``changed``) is held by forward's frames where it asks a question after
+        the loop: ``run``'s reads of it are the loop's, but a side of that later question
+        that ``run`` does not take is traced from a run whose loop left it alone, and would
+        read it as it was before the loop whatever the data."""
+        if not changed:
+            return
+        held: set[torch.fx.Node] = set()
+        for anchor, state in run.states:
+            if anchor in run.index and run.index[anchor] >= it.end:
+                held.update(x for x, _ in refs(state, state))
+        # the loop's own flag and counter are no frame's
+        found = next((x for x in changed if x in held and x not in other.loop.done), None)
+        if found is not None:
+            raise LoopRefused(
+                other.loop, f"the branch inside it (`{other.decision.code}`) changes on one side a value forward holds "
+                "where it asks another question after the loop, whose other side is traced from a run whose steps "
+                "left that value alone",
+            )
 
     def _zipped_operands(self, body: _Graph, g: _Graph, operands: list, loop: Loop) -> Any:
         """The operand index of each tensor ``zip`` goes over beside the loop's (the loop's

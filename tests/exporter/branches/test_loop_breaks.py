@@ -287,3 +287,24 @@ def test_aotinductor_compiles_a_loop_that_breaks_and_runs_it_as_eager(tmp_path):
     runner = torch._inductor.aoti_load_package(package)
     for args in _BREAKS:
         torch.testing.assert_close(runner(*args), model(*args), rtol=1e-5, atol=1e-6)
+
+
+class BreaksThenAsks(nn.Module):
+    """Only the break changes ``acc``; a question after the loop returns early on one side."""
+
+    def forward(self, x, labels):
+        acc = x.new_zeros(())
+        for c in torch.unique(labels[labels >= 0]):  # line-marker: then asks
+            if x[labels == c].sum() > 0.9:
+                acc = acc + x[labels == c].sum() * 2
+                break
+        if x.abs().max().item() > 1.03:
+            return x - acc
+        return x + acc
+
+
+def test_a_value_only_the_break_changes_held_at_a_later_question_is_refused():
+    example = (torch.tensor([0.9, -0.4, 1.3, 0.2, -1.1, 0.7, 0.5, -0.3]), torch.tensor([0, 1, 2, 0, 1, 2, -1, 0]))
+    with pytest.raises(exporter.ExportError, match="changes on one side a value forward holds where it asks another") as refused:
+        exporter.export(BreaksThenAsks(), example)
+    assert refused.value.location == marked_line(HERE, "then asks")

@@ -896,3 +896,26 @@ def test_range_of_a_data_decided_count_is_one_while_loop_matching_eager(make):
         [0.5, -1.0, 2.0, 0.25, 1.0, -0.5], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
     )]
     _matches_eager(program, model, inputs)
+
+
+class SumsTheLargeThenAsks(nn.Module):
+    """The step that goes on leaves ``acc`` alone, the other side changes it; a question after
+    the loop returns early on one side."""
+
+    def forward(self, x, labels):
+        acc = x.new_zeros(())
+        for c in torch.unique(labels[labels >= 0]):  # line-marker: then asks
+            if x[labels == c].sum() <= 0.9:
+                continue
+            acc = acc + x[labels == c].sum() * 2
+        if x.abs().max().item() > 1.03:
+            return x - acc
+        return x + acc
+
+
+def test_a_value_only_the_other_side_of_a_steps_branch_changes_held_at_a_later_question_is_refused():
+    # the later question's other side would be traced from a run whose steps left acc alone
+    example = (torch.tensor([0.9, -0.4, 1.3, 0.2, -1.1, 0.7, 0.5, -0.3]), torch.tensor([0, 1, 2, 0, 1, 2, -1, 0]))
+    with pytest.raises(exporter.ExportError, match="changes on one side a value forward holds where it asks another") as refused:
+        exporter.export(SumsTheLargeThenAsks(), example)
+    assert refused.value.location == _line("then asks")

@@ -6,7 +6,7 @@ floats, ``labels`` eight class ids, -1 for none) mixes
 - value branches (``if h.mean() > 0.2:``), nested, and one in each of several layers;
 - loops over data-sized tensors: the classes present (``torch.unique``), the positions
   a mask selects (``nonzero``), the experts a routing hits, two of them side by side
-  (``zip``);
+  (``zip``), ``range`` of how many a mask selects;
 - Python state read after them: counters, flags, floats, lists appended then measured or
   stacked, an attribute of the module, a value kept from the last step;
 - exits inside loops: ``break``, ``continue`` and ``return``, on a Python count or a
@@ -227,6 +227,7 @@ def _loop_header(r: random.Random, var: str = "c") -> tuple[str, str]:
         (f"torch.nonzero(x > {c})[:, 0]", "position"),
         (f"{hit}.nonzero()[:, 0]", "label"),
         (f"zip(torch.unique(labels[labels >= {k}]), torch.nonzero(x > {c})[:, 0])", "zip"),
+        (f"range(len(torch.nonzero(x > {c})))", "position"),
     ])
     if reads == "zip":  # side by side with positions: as long as the shorter
         return f"for {var}, {var}_at in {header}:", "label"
