@@ -291,7 +291,7 @@ def _step_statement(r: random.Random, reads: str, depth: int, helper: bool = Fal
     if kind == "rebind":  # no op of the step makes what the name holds after it
         return Stmt(r.choice(["h = x", "acc = h.sum()" if r.random() < 0.5 else "h = x * 1.0"]), tag="rebind")
     header, _ = _loop_header(r, "d")
-    return Stmt(header, [Stmt("acc = acc + d.float() * 0.1")], tag="loop in loop")
+    return Stmt(header, [Stmt("acc = acc + d * 0.1")], tag="loop in loop")
 
 
 def _fixed_step_statement(r: random.Random) -> Stmt:
@@ -369,7 +369,7 @@ def _statement(r: random.Random, depth: int, helpers: list[Helper]) -> Stmt:
 
 
 _READS = ["acc", "n0", "n1", "f0", "(1.0 if b0 else 0.0)", "(2.0 if b1 else 0.0)", "len(items)",
-          "(torch.stack(items).sum() if items else 0.0)", "(0.0 if last is None else last.float())", "self.steps"]
+          "(torch.stack(items).sum() if items else 0.0)", "(0.0 if last is None else last * 1.0)", "self.steps"]
 
 
 def generate(seed: int) -> Program:
