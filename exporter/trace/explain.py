@@ -52,8 +52,9 @@ _NUMBER_HINT = (
     "symbolic) instead of making it a Python number, or export with branches='draft' to follow "
     "the example's value"
 )
-# torch.cond does not help a for loop whose trip count is data (`for e in x.nonzero():`,
-# `range(n.item())`): the loop has to run a number of times known when tracing.
+# torch.cond does not help a for loop whose trip count Python needs as a plain number
+# (`range(t)` of a tensor, a `while` on a value): the loop has to run a number of times
+# known when tracing (a loop over a data-sized tensor or `range(n.item())` is captured).
 _LOOP_HINT = (
     "loop a fixed number of times (over range(num_experts), say, not over the entries "
     "present) and let masks or empty selections skip the unused iterations, or pass the "

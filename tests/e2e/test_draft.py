@@ -39,7 +39,7 @@ class Gate(torch.nn.Module):
 
 class Steps(torch.nn.Module):
     def forward(self, x, steps):
-        for _ in range(steps.item()):  # steps
+        for _ in range(steps):  # steps
             x = torch.sin(x)
         return x
 

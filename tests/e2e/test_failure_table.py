@@ -117,7 +117,7 @@ class IterativeRefiner(nn.Module):
         self.step = nn.Linear(8, 8)
 
     def forward(self, x, num_steps):
-        for _ in range(num_steps.item()):  # FAILS: item_loop
+        for _ in range(num_steps):  # FAILS: item_loop
             x = x + torch.tanh(self.step(x))
         return x
 
@@ -563,7 +563,7 @@ ROWS = [
         ("fixed number of times", "Python int"),
         Refuses("Could not extract specialized integer from data-dependent expression")),
     Row("item_loop", IterativeRefiner, lambda: (torch.randn(2, 8), torch.tensor(3)),
-        TraceError, Category.DATA_DEPENDENT_CONTROL_FLOW, r"`for _ in range\(num_steps\.item\(\)\):",
+        TraceError, Category.DATA_DEPENDENT_CONTROL_FLOW, r"`for _ in range\(num_steps\):",
         ("fixed number of times", "Python int"),
         Refuses("Could not extract specialized integer from data-dependent expression")),
     Row("moe", SparseMoE, lambda: (torch.randn(6, 8),),

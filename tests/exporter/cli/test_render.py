@@ -344,7 +344,7 @@ import torch
 
 class Repeat(torch.nn.Module):
     def forward(self, x, n):
-        for _ in range(n.item()):
+        for _ in range(n):
             x = x * 2
         return x
 
