@@ -109,8 +109,8 @@ def iterated_by_for(frame: types.FrameType) -> bool:
     at = frame.f_lasti
     if ops.get(at) != "GET_ITER":
         return False
-    later = [o for o in offsets if o > at]
-    return bool(later) and ops[later[0]] == "FOR_ITER"
+    later = [ops[o] for o in offsets if o > at and ops[o] != "EXTENDED_ARG"]  # a long loop's jump takes two
+    return bool(later) and later[0] == "FOR_ITER"
 
 
 def zipped_by_for(frame: types.FrameType) -> int | None:
@@ -124,7 +124,7 @@ def zipped_by_for(frame: types.FrameType) -> int | None:
     if ops is None:
         ops = _INSTRUCTIONS[code] = {i.offset: i.opname for i in dis.get_instructions(code)}
     at = frame.f_lasti
-    later = [ops[o] for o in sorted(ops) if o > at][:2]
+    later = [ops[o] for o in sorted(ops) if o > at and ops[o] != "EXTENDED_ARG"][:2]
     if not ops.get(at, "").startswith("CALL") or later != ["GET_ITER", "FOR_ITER"]:
         return None
     if "zip" in frame.f_locals or frame.f_globals.get("zip", zip) is not zip:

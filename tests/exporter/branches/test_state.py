@@ -109,10 +109,16 @@ def _gen(t):
         yield v
 
 
+# a loop long enough that its jump past the end takes two instructions (EXTENDED_ARG before FOR_ITER)
+_LONG = "def _long(t):\n    total = 0\n    for v in t:\n" + "".join(f"        total = total + v * {k}\n" for k in range(80)) + "    return total\n"
+exec(compile(_LONG, __file__ + ":long", "exec"))
+
+
 @pytest.mark.parametrize(
     "iterate, direct",
     [
         (_direct, True),
+        (_long, True),  # noqa: F821 - made by the exec above
         (lambda t: [v for v in t], False),
         (lambda t: list(enumerate(t)), False),
         (lambda t: list(zip(t, range(3))), False),
@@ -120,7 +126,7 @@ def _gen(t):
         (lambda t: sum(1 for _ in t), False),
         (lambda t: list(_gen(t)), False),
     ],
-    ids=["for", "a comprehension", "enumerate", "zip", "islice", "a generator expression", "a generator"],
+    ids=["for", "a long for", "a comprehension", "enumerate", "zip", "islice", "a generator expression", "a generator"],
 )
 def test_only_a_for_statement_over_the_value_itself_counts_as_direct(iterate, direct):
     assert _opcode_check(iterate) is direct
