@@ -23,7 +23,7 @@ import torch
 from .._errors import Category, TraceError
 from .._torch_internals import runtime_check
 
-__all__ = ["FilledList", "ListNeeded", "ListShape", "StepList"]
+__all__ = ["FilledList", "ListNeeded", "ListShape", "StepList", "same_sizes"]
 
 ListShape = tuple[tuple[Any, ...], torch.dtype, torch.device]
 """What a list's items are: their sizes, dtype and device."""
@@ -68,7 +68,8 @@ _LIST_USES = (
 )
 
 
-def _same_sizes(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+def same_sizes(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Whether two tensors' sizes are the same as written (no size is guarded on)."""
     return len(a) == len(b) and all(str(x) == str(y) for x, y in zip(a, b))
 
 
@@ -89,7 +90,7 @@ class StepList:
 
     def append(self, value: Any) -> None:
         sizes, dtype, _ = self.shape
-        if not isinstance(value, torch.Tensor) or value.dtype != dtype or not _same_sizes(tuple(value.shape), sizes):
+        if not isinstance(value, torch.Tensor) or value.dtype != dtype or not same_sizes(tuple(value.shape), sizes):
             got = f"a tensor of sizes {tuple(value.shape)} and {value.dtype}" if isinstance(value, torch.Tensor) else (
                 f"a {type(value).__name__}")
             raise _refusal(self.loop, f"a step appends {got} to `{self.name}`, whose other items are tensors of sizes "

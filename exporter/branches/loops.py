@@ -57,7 +57,7 @@ import torch.utils._pytree as pytree
 
 from .._errors import Category, TraceError
 from .._torch_internals import asserts_kept_inside, check_value, free_unbacked_symbols, runtime_check
-from .lists import ListNeeded, ListShape, StepList
+from .lists import ListNeeded, ListShape, StepList, same_sizes
 from .meeting import has_else, leaves_by_break
 from .state import MISSING, Change, Kind, assigned_at, changes, kind_of, scope, set_local, snapshot, tensors_held, unbind_local
 
@@ -299,8 +299,7 @@ class DataLoop:
             return None
         first = value[0]
         sizes = tuple(first.shape)
-        if any(v.dtype != first.dtype or v.device != first.device or tuple(map(str, v.shape)) != tuple(map(str, sizes))
-               for v in value):
+        if any(v.dtype != first.dtype or v.device != first.device or not same_sizes(tuple(v.shape), sizes) for v in value):
             return None
         env = getattr(getattr(self.tensor, "fake_mode", None), "shape_env", None)
         before = set(list(env.var_to_range)[: self.loop.symbols_before]) if env is not None else set()

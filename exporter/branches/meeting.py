@@ -83,10 +83,7 @@ def meeting(frame: FrameType) -> Meeting | None:
 def leaves_by_break(frame: FrameType) -> bool:
     """Whether ``frame`` is at a ``break`` statement (Python drops a ``for`` loop's iterator
     there, before it jumps past the loop)."""
-    code = frame.f_code
-    tree, _ = _parsed(code.co_filename)
-    position = _position(code, frame.f_lasti) if tree is not None else None
-    return position is not None and isinstance(_innermost(tree, position), ast.Break)
+    return isinstance(statement_at(frame), ast.Break)
 
 
 def statement_at(frame: FrameType) -> ast.stmt | None:
@@ -100,10 +97,7 @@ def statement_at(frame: FrameType) -> ast.stmt | None:
 def has_else(frame: FrameType) -> bool:
     """Whether the ``for`` statement ``frame`` is at has an ``else:`` block (which runs only
     where the loop ends without a ``break``); True where the source is not to be had."""
-    code = frame.f_code
-    tree, _ = _parsed(code.co_filename)
-    position = _position(code, frame.f_lasti) if tree is not None else None
-    statement = _innermost(tree, position) if position is not None else None
+    statement = statement_at(frame)
     return not isinstance(statement, (ast.For, ast.AsyncFor)) or bool(statement.orelse)
 
 

@@ -99,24 +99,14 @@ def iterated_by_for(frame: types.FrameType) -> bool:
     ``enumerate``, ``zip``, ``islice``, ``list`` or a comprehension, whose own state of the
     iteration Python does not show, and not in a generator, which hands each step to a
     caller."""
-    code = frame.f_code
-    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
-        return False
-    ops = _INSTRUCTIONS.get(code)
-    if ops is None:
-        ops = _INSTRUCTIONS[code] = {i.offset: i.opname for i in dis.get_instructions(code)}
-    offsets = sorted(ops)
-    at = frame.f_lasti
-    if ops.get(at) != "GET_ITER":
-        return False
-    later = [ops[o] for o in offsets if o > at and ops[o] != "EXTENDED_ARG"]  # a long loop's jump takes two
-    return bool(later) and later[0] == "FOR_ITER"
+    ops = _instructions_from(frame, 2)
+    return ops is not None and ops == ["GET_ITER", "FOR_ITER"]
 
 
-def zipped_by_for(frame: types.FrameType) -> int | None:
-    """How many iterables the builtin ``zip`` takes where ``frame`` calls it to run a ``for``
-    statement over what it gives (``for box, score in zip(boxes, scores):``: its instruction
-    is the call, and the next ``GET_ITER`` and ``FOR_ITER``); None where it does not."""
+def _instructions_from(frame: types.FrameType, count: int) -> list[str] | None:
+    """The names of ``frame``'s current instruction and the ones after it, ``count`` in all
+    (an ``EXTENDED_ARG``, which a long loop's jump takes, left out); None in a generator or
+    coroutine, which hands each step to a caller."""
     code = frame.f_code
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         return None
@@ -124,8 +114,15 @@ def zipped_by_for(frame: types.FrameType) -> int | None:
     if ops is None:
         ops = _INSTRUCTIONS[code] = {i.offset: i.opname for i in dis.get_instructions(code)}
     at = frame.f_lasti
-    later = [ops[o] for o in sorted(ops) if o > at and ops[o] != "EXTENDED_ARG"][:2]
-    if not ops.get(at, "").startswith("CALL") or later != ["GET_ITER", "FOR_ITER"]:
+    return [ops.get(at, "")] + [ops[o] for o in sorted(ops) if o > at and ops[o] != "EXTENDED_ARG"][: count - 1]
+
+
+def zipped_by_for(frame: types.FrameType) -> int | None:
+    """How many iterables the builtin ``zip`` takes where ``frame`` calls it to run a ``for``
+    statement over what it gives (``for box, score in zip(boxes, scores):``: its instruction
+    is the call, and the next ``GET_ITER`` and ``FOR_ITER``); None where it does not."""
+    ops = _instructions_from(frame, 3)
+    if ops is None or not ops[0].startswith("CALL") or ops[1:] != ["GET_ITER", "FOR_ITER"]:
         return None
     if "zip" in frame.f_locals or frame.f_globals.get("zip", zip) is not zip:
         return None

@@ -208,23 +208,14 @@ def int_module_at(location: str | None) -> str | None:
     """The name of the module whose source line ``location`` (``path:line``) calls ``int``,
     when that module may take ``SymbolicInt`` (not torch's, exporter's or the standard
     library's, and using the name ``int`` only in ways it keeps); else None."""
-    if not location or ":" not in location:
+    name = _module_calling(location, "int")
+    if name is None:
         return None
-    path, _, line = location.rpartition(":")
-    if not line.isdigit() or is_library_frame(path):
+    try:
+        source = inspect.getsource(sys.modules[name])
+    except (OSError, TypeError):
         return None
-    if not re.search(r"(?<![\w.])int\s*\(", linecache.getline(path, int(line))):
-        return None
-    real = os.path.realpath(path)
-    for name, module in list(sys.modules.items()):
-        file = getattr(module, "__file__", None)
-        if file and os.path.realpath(file) == real:
-            try:
-                source = inspect.getsource(module)
-            except (OSError, TypeError):
-                return None
-            return name if int_shadows_safely(source) else None
-    return None
+    return name if int_shadows_safely(source) else None
 
 
 def _module_calling(location: str | None, name: str) -> str | None:
