@@ -386,10 +386,10 @@ class Joiner:
             _tensor_operand(g.graph, value, [inside[k]]) for k, value in enumerate(operands[len(carried):], len(carried))
         ]
         meta = {k: it.first[0].meta[k] for k in ("stack_trace", "nn_module_stack") if k in it.first[0].meta}
-        tensor = next(k for k, (_, n) in enumerate(body.externals) if n is it.tensor)
+        tensor = _operand_of(body, it.tensor)
         names = []
         done = carried.index(loop.done[0]) if isinstance(other, _BreakStep) else None
-        others = tuple(self._zipped_operands(body, g, operands, loop))
+        others = tuple(self._zipped_operands(body, loop))
         for kind, value in (
             ("condition", LoopCondition(carried.index(loop.counter[0]), tensor, done, others)),
             ("body", LoopBody(torch.fx.GraphModule(dict(self.constants), body.graph), list(range(len(operands))))),
@@ -441,13 +441,11 @@ class Joiner:
                 "left that value alone",
             )
 
-    def _zipped_operands(self, body: _Graph, g: _Graph, operands: list, loop: Loop) -> Any:
+    def _zipped_operands(self, body: _Graph, loop: Loop) -> Any:
         """The operand index of each tensor ``zip`` goes over beside the loop's (the loop's
         condition compares the count with the shortest)."""
-        run = body.run
         for item in loop.zipped[: len(loop.zipped) // 2]:  # the first step's
-            tensor = item.args[0] if item is not None else None
-            found = next((k for k, (_, n) in enumerate(body.externals) if n is tensor), None)
+            found = _operand_of(body, item.args[0] if item is not None else None)
             if found is None:
                 raise LoopRefused(loop, "a tensor it zips is read by no step")
             yield found
@@ -1426,6 +1424,11 @@ def _getitem(values: Any, k: int) -> Any:
 
 
 _getitem.__name__ = "getitem"
+
+
+def _operand_of(body: _Graph, node: Any) -> int | None:
+    """The index of the operand of ``body`` (a loop's body) that stands for ``node``."""
+    return next((k for k, (_, n) in enumerate(body.externals) if n is node), None)
 
 
 def _placeholders(graph: torch.fx.Graph) -> list[torch.fx.Node]:
