@@ -429,8 +429,7 @@ class Decider:
             # the run that breaks goes on at the first step and breaks at the second, so that
             # what the break reads tells a value the first step handed on from one before the loop
             answer = not value
-        loop.asked = (loop.taken, site, answer)
-        loop.asks.append((loop.taken, _anchor(graph), tuple(bindings.values())))
+        loop.asks.append((loop.taken, site, answer, _anchor(graph), tuple(bindings.values())))
         asked_before = [d for d in self.decisions if d.site.loop == loop.site]  # in the first step
         if loop.taken == 1:
             others = [d for d in asked_before if d.site != site]

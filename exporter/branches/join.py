@@ -485,7 +485,7 @@ class Joiner:
         index = other.index
         differs = f"forward after it differs where a step breaks out (`{decision.code}`)"
         unmarked = f"its break (`{decision.code}`) left no mark in the trace"
-        asks = [(anchor, bindings) for step, anchor, bindings in mine.asks if step == 2]
+        asks = [(anchor, bindings) for step, _, _, anchor, bindings in mine.asks if step == 2]
         marks = (*mine.counter, mine.exit_mark, *mine.done)
         if len(asks) != 1 or len(mine.counter) != 2 or len(mine.done) != 2 or not loop.done or any(m not in index for m in marks):
             raise LoopRefused(loop, unmarked)

@@ -88,11 +88,9 @@ class Loop:
     left: bool = False
     """Whether forward dropped the loop's iterator before its end other than by a ``break``
     under a branch inside the step (a ``return``, an exception, a ``break`` every step takes)."""
-    asked: tuple[int, Any, bool] | None = None
-    """The last branch inside a step: the step that asked (its count), its site and value."""
-    asks: list[tuple[int, torch.fx.Node | None, tuple[torch.fx.Node, ...]]] = attrs.field(factory=list)
-    """Each time a step asked its branch: the step's count, the last node made before, and
-    the nodes that bind the symbols it tested."""
+    asks: list[tuple[int, Any, bool, torch.fx.Node | None, tuple[torch.fx.Node, ...]]] = attrs.field(factory=list)
+    """Each time a step asked its branch: the step's count, the branch's site, the side the
+    step took, the last node made before, and the nodes that bind the symbols it tested."""
     exited: bool = False
     """Whether a step left the loop by a ``break`` on the side of its branch the run took
     (``DataLoop._exit``): one step, up to the break, then forward after the loop."""
@@ -330,7 +328,7 @@ class DataLoop:
         loop = self.loop
         if loop.finished or loop.exited:
             return
-        asked = loop.asked
+        asked = loop.asks[-1] if loop.asks else None
         if asked is None or asked[0] != self.taken or self.frame is None or not leaves_by_break(self.frame):
             loop.left = True
             return
